@@ -1,0 +1,98 @@
+"""Control-plane connections to a cluster (confluent-kafka), with bounded, named failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from kafka_mirror.clients import admin_properties, librdkafka_config
+from kafka_mirror.config.model import ClusterSpec
+from kafka_mirror.errors import ClusterUnreachable
+
+_FATAL_CODES = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._SSL,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    }
+)
+
+
+class ClusterAdmin:
+    """An AdminClient for one cluster that remembers fatal client errors (bad credentials)."""
+
+    def __init__(self, cluster: ClusterSpec, extra: Mapping[str, str] | None = None) -> None:
+        self.cluster = cluster
+        self._fatal: str | None = None
+        self._lock = threading.Lock()
+        conf: dict[str, Any] = librdkafka_config(
+            admin_properties(cluster), f"cluster '{cluster.alias}'"
+        )
+        conf.update(extra or {})
+        conf["error_cb"] = self._on_error
+        self.conf = conf
+        self.client = AdminClient(conf)
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() in _FATAL_CODES or error.fatal():
+            with self._lock:
+                self._fatal = error.str()
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Return once the cluster answers; raise :class:`ClusterUnreachable` otherwise."""
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if self._fatal:
+                raise ClusterUnreachable(
+                    self.cluster.alias, self.cluster.bootstrap_servers, self._fatal,
+                    timeout - (deadline - time.monotonic()),
+                )
+            try:
+                self.client.list_topics(timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+                return
+            except KafkaException as exc:
+                last = str(exc.args[0].str() if exc.args else exc)
+        raise ClusterUnreachable(
+            self.cluster.alias, self.cluster.bootstrap_servers, self._fatal or last, timeout
+        )
+
+    def topic_partitions(self, timeout: float = 30.0) -> dict[str, int]:
+        """Every topic of the cluster with its partition count."""
+        meta = self.client.list_topics(timeout=timeout)
+        return {
+            name: len(topic.partitions)
+            for name, topic in meta.topics.items()
+            if topic.error is None
+        }
+
+    def end_offsets(
+        self, partitions: list[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], int]:
+        """High watermarks of the given partitions."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), timeout)
+
+    def start_offsets(
+        self, partitions: list[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], int]:
+        """Log start offsets of the given partitions."""
+        return self._list_offsets(partitions, OffsetSpec.earliest(), timeout)
+
+    def _list_offsets(
+        self, partitions: list[tuple[str, int]], spec: Any, timeout: float
+    ) -> dict[tuple[str, int], int]:
+        if not partitions:
+            return {}
+        futures = self.client.list_offsets(
+            {TopicPartition(t, p): spec for t, p in partitions},
+            isolation_level=IsolationLevel.READ_UNCOMMITTED,
+            request_timeout=timeout,
+        )
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}

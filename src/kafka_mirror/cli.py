@@ -1,0 +1,168 @@
+"""``kafka-mirror``: run a mirror from mm2.properties or MirrorMaker 1 flags, verify it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from kafka_mirror.config.mm1 import add_legacy_arguments, legacy_config
+from kafka_mirror.config.mm2 import load_mm2
+from kafka_mirror.config.model import MirrorConfig
+from kafka_mirror.errors import ConfigError, MirrorError
+from kafka_mirror.log_setup import setup_logging
+
+log = logging.getLogger("kafka_mirror")
+DEFAULT_STATE_DIR = Path("kafka-mirror-state")
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got '{text}'")
+    return key.strip(), value
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="where flow checkpoints live (default: mirror.state.dir or "
+                        f"./{DEFAULT_STATE_DIR})")
+    parser.add_argument("--spark-master", default=None,
+                        help="Spark master URL (default local[*]); e.g. spark://host:7077, yarn")
+    parser.add_argument("--spark-conf", type=_key_value, action="append", default=[],
+                        metavar="KEY=VALUE", help="Spark setting, repeatable")
+    parser.add_argument("--connector-jars", type=Path, default=None, metavar="DIR",
+                        help="directory with the Spark Kafka connector jars and the "
+                        "kafka-mirror interceptor jar")
+    parser.add_argument("--connect-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="how long to wait for each cluster at start (default 30)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafka-mirror", description=__doc__)
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="mirror as configured in an mm2.properties file")
+    run.add_argument("config", type=Path, help="MirrorMaker 2 mm2.properties")
+    _engine_arguments(run)
+
+    legacy = sub.add_parser("legacy", help="mirror with MirrorMaker 1 flags and configs")
+    add_legacy_arguments(legacy)
+    _engine_arguments(legacy)
+
+    verify = sub.add_parser("verify", help="compare source and target topics per partition")
+    verify.add_argument("config", type=Path, help="MirrorMaker 2 mm2.properties")
+    verify.add_argument("--spark-master", default=None)
+    verify.add_argument("--spark-conf", type=_key_value, action="append", default=[])
+    verify.add_argument("--connector-jars", type=Path, default=None)
+    verify.add_argument("--connect-timeout", type=float, default=30.0)
+
+    check = sub.add_parser("check-config", help="read a config and print what would run")
+    check.add_argument("config", type=Path)
+
+    demo = sub.add_parser("demo", help="two local clusters, sample data, a mirror, a verify")
+    demo.add_argument("--workdir", type=Path, default=Path("demo-work"))
+    demo.add_argument("--records", type=int, default=20_000)
+    return parser
+
+
+def _cli_spark_conf(ns: argparse.Namespace) -> dict[str, str]:
+    conf = dict(ns.spark_conf)
+    if ns.spark_master:
+        conf["spark.master"] = ns.spark_master
+    return conf
+
+
+def _run(config: MirrorConfig, ns: argparse.Namespace) -> int:
+    from kafka_mirror.engine.runner import Mirror
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d received; stopping after the current batch", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    state_dir = ns.state_dir or config.state_dir or DEFAULT_STATE_DIR
+    Mirror(config, state_dir, _cli_spark_conf(ns), ns.connector_jars, ns.connect_timeout).run(
+        stop
+    )
+    return 0
+
+
+def _verify(ns: argparse.Namespace) -> int:
+    from kafka_mirror.admin import ClusterAdmin
+    from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
+    from kafka_mirror.topics import TopicSync
+    from kafka_mirror.verify import verify_flow
+
+    config = load_mm2(ns.config)
+    admins = {a: ClusterAdmin(c) for a, c in config.clusters.items()}
+    spark = build_session(
+        spark_conf(config.spark_conf, _cli_spark_conf(ns), connector_jars(ns.connector_jars))
+    )
+    differences = 0
+    try:
+        for flow in config.flows:
+            for alias in (flow.source.alias, flow.target.alias):
+                admins[alias].wait_ready(ns.connect_timeout)
+            plans = TopicSync(flow, admins[flow.source.alias], admins[flow.target.alias]).plan()
+            topics = {p.source_topic: p.partitions for p in plans}
+            print(f"flow {flow.name}: {len(topics)} topics")
+            for check in verify_flow(spark, flow, topics):
+                print("  " + check.describe())
+                differences += 0 if check.ok else 1
+    finally:
+        spark.stop()
+    print(f"{differences} partitions differ" if differences else "all partitions match")
+    return 1 if differences else 0
+
+
+def _check_config(path: Path) -> int:
+    config = load_mm2(path)
+    for notice in config.notices:
+        print(f"warning: {notice}")
+    for flow in config.flows:
+        print(
+            f"flow {flow.name}: topics {','.join(flow.topic_filter.include)} "
+            f"excluding {','.join(flow.topic_filter.exclude)}; "
+            f"policy {type(flow.policy).__name__} (e.g. t -> {flow.target_topic('t')}); "
+            f"replication.factor {flow.replication_factor}"
+        )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    setup_logging(ns.log_level)
+    try:
+        if ns.command == "run":
+            return _run(load_mm2(ns.config), ns)
+        if ns.command == "legacy":
+            return _run(legacy_config(ns), ns)
+        if ns.command == "verify":
+            return _verify(ns)
+        if ns.command == "check-config":
+            return _check_config(ns.config)
+        if ns.command == "demo":
+            from kafka_mirror.demo import run_demo
+
+            return run_demo(ns.workdir, ns.records)
+    except ConfigError as exc:
+        print(f"kafka-mirror: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except MirrorError as exc:
+        print(f"kafka-mirror: {exc}", file=sys.stderr)
+        return 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

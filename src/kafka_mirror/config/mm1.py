@@ -1,0 +1,140 @@
+"""MirrorMaker 1 flags (``kafka.tools.MirrorMaker``, removed in Kafka 4.0) to MirrorConfig.
+
+Topic names are kept (as MM1 did) and, unlike MM1, every record keeps its partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafka_mirror.config import keys
+from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
+from kafka_mirror.config.properties import load_properties
+from kafka_mirror.config.values import Values, check_regex
+from kafka_mirror.errors import ConfigError
+from kafka_mirror.policy import IdentityReplicationPolicy
+from kafka_mirror.topic_filter import DEFAULT_TOPICS_EXCLUDE, TopicFilter
+
+log = logging.getLogger(__name__)
+TARGET_ALIAS = "target"
+
+
+@dataclass(frozen=True)
+class LegacyArgs:
+    consumer_configs: list[Path]
+    producer_config: Path
+    include: str | None = None
+    exclude: str | None = None
+    num_streams: int = 1
+    abort_on_send_failure: bool = True
+    offset_commit_interval_ms: int = 60_000
+    ignored: list[str] = field(default_factory=list)
+
+
+def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--consumer.config", dest="consumer_configs", action="append", required=True,
+        type=Path, metavar="FILE", help="source consumer properties (repeat for several sources)",
+    )
+    parser.add_argument("--producer.config", dest="producer_config", required=True, type=Path,
+                        metavar="FILE", help="target producer properties")
+    parser.add_argument("--whitelist", "--include", dest="include", metavar="REGEX",
+                        help="topics to mirror (Java regex; a comma means '|')")
+    parser.add_argument("--blacklist", "--exclude", dest="exclude", metavar="REGEX",
+                        help="topics not to mirror")
+    parser.add_argument("--num.streams", dest="num_streams", default="1", metavar="N")
+    parser.add_argument("--abort.on.send.failure", dest="abort_on_send_failure",
+                        default="true", metavar="BOOL")
+    parser.add_argument("--offset.commit.interval.ms", dest="offset_commit_interval_ms",
+                        default="60000", metavar="MS")
+    for flag in ("--num.producers", "--queue.size", "--message.handler",
+                 "--message.handler.args", "--rebalance.listener",
+                 "--rebalance.listener.args", "--consumer.rebalance.listener"):
+        parser.add_argument(flag, dest="ignored_" + flag.strip("-").replace(".", "_"),
+                            metavar="VALUE", help=argparse.SUPPRESS)
+
+
+def _flag_int(name: str, raw: str, minimum: int) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError("expected a whole number", key=name, value=raw) from None
+    if value < minimum:
+        raise ConfigError(f"must be at least {minimum}", key=name, value=raw)
+    return value
+
+
+def _flag_bool(name: str, raw: str) -> bool:
+    if raw.lower() not in ("true", "false"):
+        raise ConfigError("expected true or false", key=name, value=raw)
+    return raw.lower() == "true"
+
+
+def _mm1_regex(name: str, raw: str) -> tuple[str, ...]:
+    """MM1 regexes: a comma separates alternatives; surrounding quotes are dropped."""
+    items = tuple(p.strip() for p in raw.strip().strip("'\"").split(",") if p.strip())
+    for item in items:
+        check_regex(item, lambda key, message: ConfigError(message, key=name, value=raw), name)
+    return items
+
+
+def _cluster_from_file(alias: str, path: Path, role: str) -> ClusterSpec:
+    props = load_properties(path)
+    client = {k: v for k, v in props.items() if keys.is_client_key(k)}
+    rest = {k: v for k, v in props.items() if not keys.is_client_key(k)}
+    if not client.get("bootstrap.servers", "").strip():
+        raise ConfigError("no bootstrap servers", source=str(path), key="bootstrap.servers")
+    if role == "consumer":
+        return ClusterSpec(alias=alias, client=client, consumer=rest)
+    return ClusterSpec(alias=alias, client=client, producer=rest)
+
+
+def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
+    num_streams = _flag_int("--num.streams", str(ns.num_streams), 1)
+    abort = _flag_bool("--abort.on.send.failure", str(ns.abort_on_send_failure))
+    commit_ms = _flag_int("--offset.commit.interval.ms", str(ns.offset_commit_interval_ms), 0)
+    notices = []
+    if not abort:
+        notices.append(
+            "--abort.on.send.failure=false: kafka-mirror never drops a record it could not "
+            "send; it retries and stops on a fatal error instead"
+        )
+    for name, value in sorted(vars(ns).items()):
+        if name.startswith("ignored_") and value is not None:
+            flag = "--" + name[len("ignored_") :].replace("_", ".")
+            notices.append(f"{flag} has no meaning on Spark and is ignored")
+    include = _mm1_regex("--whitelist", ns.include) if ns.include else (".*",)
+    exclude = DEFAULT_TOPICS_EXCLUDE + (_mm1_regex("--blacklist", ns.exclude) if ns.exclude else ())
+    target = _cluster_from_file(TARGET_ALIAS, ns.producer_config, "producer")
+    clusters = {TARGET_ALIAS: target}
+    flows = []
+    for index, path in enumerate(ns.consumer_configs):
+        alias = "source" if index == 0 else f"source{index + 1}"
+        source = _cluster_from_file(alias, path, "consumer")
+        clusters[alias] = source
+        group = source.consumer.get("group.id", "")
+        values = Values(source.consumer, str(path))
+        flows.append(
+            FlowSpec(
+                source=source,
+                target=target,
+                topic_filter=TopicFilter(include=include, exclude=exclude),
+                policy=IdentityReplicationPolicy(),
+                sync_topic_configs=False,
+                lag_group_id=group or f"kafka-mirror.{alias}_to_{TARGET_ALIAS}",
+                lag_commit_interval_ms=commit_ms,
+                starting_offsets=values.choice(
+                    "auto.offset.reset", "earliest", ("earliest", "latest")
+                ),
+            )
+        )
+    return MirrorConfig(
+        origin="MirrorMaker 1 flags",
+        clusters=clusters,
+        flows=tuple(flows),
+        spark_conf={"spark.master": f"local[{num_streams}]"} if num_streams > 1 else {},
+        notices=tuple(notices),
+    )

@@ -1,0 +1,1 @@
+"""The data path: one Spark Structured Streaming query per replication flow."""

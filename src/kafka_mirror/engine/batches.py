@@ -1,0 +1,108 @@
+"""What happens after each committed micro-batch: the hook point of the control plane.
+
+Spark reports a batch's progress only after its commit is recorded, and the Kafka sink commits
+only after the producer flushed with acks from the target; so when a hook runs, everything up
+to ``source_end`` is on the target.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.positions import Positions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchCommitted:
+    """One committed micro-batch of one flow (or an idle trigger, when ``records`` is 0)."""
+
+    flow: FlowSpec
+    batch_id: int
+    source_start: Positions
+    source_end: Positions
+    source_latest: Positions
+    target_end: Positions
+    records: int
+    bytes: int
+    input_rate: float
+    process_rate: float
+
+    @property
+    def moved(self) -> bool:
+        return self.source_end != self.source_start
+
+    @property
+    def lag(self) -> int:
+        """Records (offsets) on the source not yet on the target, after this batch."""
+        return sum(
+            max(0, latest - self.source_end.get(tp, latest))
+            for tp, latest in self.source_latest.items()
+        )
+
+
+class BatchHook(Protocol):
+    def on_batch(self, event: BatchCommitted) -> None: ...
+
+
+def parse_offsets(text: Any) -> Positions:
+    """Kafka source offsets as Spark reports them (JSON text, or already parsed)."""
+    if not text or text in ("None", "null"):
+        return {}
+    parsed = json.loads(text) if isinstance(text, str) else text
+    if not isinstance(parsed, dict):
+        return {}
+    return {
+        (topic, int(p)): int(o)
+        for topic, parts in parsed.items()
+        if isinstance(parts, dict)
+        for p, o in parts.items()
+    }
+
+
+def _observed(progress: Any, name: str) -> tuple[int, int]:
+    metrics = getattr(progress, "observedMetrics", None) or {}
+    row = metrics.get(name)
+    if row is None:
+        return 0, 0
+    values = row.asDict() if hasattr(row, "asDict") else dict(row)
+    return int(values.get("records") or 0), int(values.get("bytes") or 0)
+
+
+def event_from_progress(
+    flow: FlowSpec,
+    progress: Any,
+    observation: str,
+    target_end: Callable[[Positions], Positions],
+) -> BatchCommitted:
+    source = progress.sources[0]
+    start = parse_offsets(source.startOffset)
+    end = parse_offsets(source.endOffset)
+    records, size = _observed(progress, observation)
+    moved = end != start
+    return BatchCommitted(
+        flow=flow,
+        batch_id=int(progress.batchId),
+        source_start=start,
+        source_end=end,
+        source_latest=parse_offsets(source.latestOffset),
+        target_end=target_end(end) if moved else {},
+        records=records if moved else 0,
+        bytes=size if moved else 0,
+        input_rate=float(progress.inputRowsPerSecond or 0.0),
+        process_rate=float(progress.processedRowsPerSecond or 0.0),
+    )
+
+
+def run_hooks(hooks: Sequence[BatchHook], event: BatchCommitted) -> None:
+    for hook in hooks:
+        try:
+            hook.on_batch(event)
+        except Exception:
+            log.exception("flow %s: batch hook %s failed", event.flow.name, type(hook).__name__)

@@ -1,0 +1,98 @@
+"""Source positions a flow has committed, read from its Spark checkpoints.
+
+Each (re)start of a flow's query gets a fresh checkpoint directory (a *generation*) seeded with
+the positions of the newest generation that committed a batch. A change of topics or
+partitions therefore never meets Spark's rules about changed sources, and a crash replays at
+most the batch that was in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+Positions = dict[tuple[str, int], int]
+_PREFIX = "gen-"
+
+
+def _generations(flow_dir: Path) -> list[tuple[int, Path]]:
+    if not flow_dir.is_dir():
+        return []
+    gens = []
+    for child in flow_dir.iterdir():
+        if child.name.startswith(_PREFIX) and child.name[len(_PREFIX) :].isdigit():
+            gens.append((int(child.name[len(_PREFIX) :]), child))
+    return sorted(gens)
+
+
+def _batch_ids(directory: Path) -> list[int]:
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def committed_positions(checkpoint: Path) -> Positions | None:
+    """End offsets of the last batch whose commit Spark recorded, or None."""
+    commits = _batch_ids(checkpoint / "commits")
+    if not commits:
+        return None
+    offsets_file = checkpoint / "offsets" / str(commits[-1])
+    lines = offsets_file.read_text(encoding="utf-8").splitlines()
+    # line 1: version; line 2: batch metadata; then one line of offsets per source
+    source_lines = [ln for ln in lines[2:] if ln.strip().startswith("{")]
+    if not source_lines:
+        return None
+    parsed: dict[str, dict[str, int]] = json.loads(source_lines[0])
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, partitions in parsed.items()
+        for partition, offset in partitions.items()
+    }
+
+
+class FlowState:
+    """The checkpoint generations of one flow under the state directory."""
+
+    def __init__(self, flow_dir: Path) -> None:
+        self.flow_dir = flow_dir
+
+    def last_positions(self) -> Positions | None:
+        for _, gen in reversed(_generations(self.flow_dir)):
+            positions = committed_positions(gen)
+            if positions is not None:
+                return positions
+        return None
+
+    def new_generation(self) -> Path:
+        gens = _generations(self.flow_dir)
+        number = gens[-1][0] + 1 if gens else 1
+        path = self.flow_dir / f"{_PREFIX}{number}"
+        path.mkdir(parents=True)
+        return path
+
+    def prune(self, keep: Path) -> None:
+        """Drop every generation but ``keep`` and the newest one that committed a batch."""
+        gens = _generations(self.flow_dir)
+        committed = [gen for _, gen in gens if gen != keep and committed_positions(gen)]
+        for _, gen in gens:
+            if gen != keep and (not committed or gen != committed[-1]):
+                shutil.rmtree(gen, ignore_errors=True)
+
+
+def starting_offsets(
+    assignment: dict[str, int], known: Positions | None, first_run: str
+) -> str:
+    """Spark's ``startingOffsets`` JSON covering every assigned partition.
+
+    Known partitions resume where they were; partitions never seen start at the earliest
+    offset (new topics and new partitions are mirrored whole). On the very first run,
+    ``first_run`` ("earliest" or "latest") decides.
+    """
+    default = -2 if known is not None or first_run == "earliest" else -1
+    spec: dict[str, dict[str, int]] = {}
+    for topic, count in sorted(assignment.items()):
+        spec[topic] = {
+            str(p): (known or {}).get((topic, p), default) for p in range(count)
+        }
+    return json.dumps(spec, separators=(",", ":"))

@@ -1,0 +1,64 @@
+"""Mirror positions committed to a consumer group on the source cluster.
+
+Spark keeps its positions in the checkpoint and never commits them to Kafka, so standard lag
+tools (``kafka-consumer-groups --describe``, Burrow, exporters) could not see how far behind
+the mirror is. After committed batches the positions are committed to the flow's lag group
+(``mirror.lag.group.id``, default ``kafka-mirror.<source>_to_<target>``): informational only;
+the mirror never reads them back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from kafka_mirror.clients import consumer_properties, librdkafka_config
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.batches import BatchCommitted
+
+log = logging.getLogger(__name__)
+
+
+class LagCommitter:
+    """Commits each flow's source positions to its lag group, at most once per interval."""
+
+    def __init__(self) -> None:
+        self._consumers: dict[str, Any] = {}
+        self._last: dict[str, float] = {}
+        self._pending: dict[str, dict[tuple[str, int], int]] = {}
+
+    def _consumer(self, flow: FlowSpec) -> Any:
+        consumer = self._consumers.get(flow.name)
+        if consumer is None:
+            conf = librdkafka_config(consumer_properties(flow), f"cluster '{flow.source.alias}'")
+            conf.pop("isolation.level", None)
+            consumer = Consumer(
+                conf | {"group.id": flow.lag_group_id, "enable.auto.commit": False}
+            )
+            self._consumers[flow.name] = consumer
+        return consumer
+
+    def on_batch(self, event: BatchCommitted) -> None:
+        flow = event.flow
+        if not flow.lag_group_id:
+            return
+        if event.moved:
+            self._pending[flow.name] = event.source_end
+        pending = self._pending.get(flow.name)
+        now = time.monotonic()
+        if pending is None or now - self._last.get(flow.name, 0.0) < (
+            flow.lag_commit_interval_ms / 1000.0
+        ):
+            return
+        self._last[flow.name] = now
+        del self._pending[flow.name]
+        offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items())]
+        self._consumer(flow).commit(offsets=offsets, asynchronous=False)
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()

@@ -1,0 +1,36 @@
+"""Which topics a flow mirrors: allow and deny lists of regexes matching whole names."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+DEFAULT_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+# Topics kafka.mirror itself writes, never mirrored whatever the configuration says.
+PRODUCT_TOPICS = (r"kafka-mirror\..*",)
+
+
+def regex_union(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One compiled pattern matching any of ``patterns`` as a whole name."""
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+@dataclass(frozen=True)
+class TopicFilter:
+    """Allow/deny regex lists; a topic is mirrored when some allow and no deny regex matches."""
+
+    include: tuple[str, ...] = (".*",)
+    exclude: tuple[str, ...] = DEFAULT_TOPICS_EXCLUDE
+    _include: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _exclude: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_include", regex_union(self.include))
+        object.__setattr__(self, "_exclude", regex_union(self.exclude + PRODUCT_TOPICS))
+
+    def should_mirror(self, topic: str) -> bool:
+        if self._include is None or not self._include.fullmatch(topic):
+            return False
+        return not (self._exclude is not None and self._exclude.fullmatch(topic))

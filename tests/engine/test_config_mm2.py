@@ -1,0 +1,200 @@
+"""mm2.properties as MirrorMaker 2 reads it: scoping, flows, policies, errors naming key/value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafka_mirror.clients import (
+    consumer_properties,
+    librdkafka_config,
+    producer_properties,
+    spark_sink_options,
+    spark_source_options,
+)
+from kafka_mirror.config.mm2 import load_mm2, mm2_from_text
+from kafka_mirror.config.properties import parse_properties
+from kafka_mirror.errors import ConfigError
+from kafka_mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+
+DATA = Path(__file__).parent / "data"
+
+BASE = """
+clusters = A, B
+A.bootstrap.servers = a1:9092
+B.bootstrap.servers = b1:9092
+A->B.enabled = true
+"""
+
+
+def test_seed_example_loads_as_written() -> None:
+    config = load_mm2(DATA / "seed-mm2.properties")
+    assert [f.name for f in config.flows] == ["clusterA->clusterB", "clusterB->clusterA"]
+    flow = config.flows[0]
+    assert flow.source.bootstrap_servers == "brokerA:9092"
+    assert flow.target.bootstrap_servers == "brokerB:9093"
+    assert flow.replication_factor == 3
+    assert flow.refresh_interval_seconds == 30
+    assert flow.sync_topic_configs is True
+    # legacy topics.blacklist is honoured, with Java's properties unescaping ("\-" is "-")
+    assert flow.topic_filter.exclude == (".*[-.]internal", ".*.replica", "__consumer_offsets")
+    assert not flow.should_mirror("__consumer_offsets")
+    assert not flow.should_mirror("x-internal")
+    assert flow.should_mirror("orders")
+    assert flow.target_topic("orders") == "clusterA.orders"
+    # the worker storage keys and groups are MM2 settings: accepted without a warning
+    assert config.notices == ()
+
+
+def test_properties_syntax_like_java() -> None:
+    props = parse_properties(
+        "# comment\n! also comment\na=1\nb : 2\nc 3\nlong = one \\\n    two\nesc=tab\\tend\\u0041\n"
+        "key\\ with\\ space=v\nempty=\n"
+    )
+    assert props == {
+        "a": "1",
+        "b": "2",
+        "c": "3",
+        "long": "one two",
+        "esc": "tab\tendA",
+        "key with space": "v",
+        "empty": "",
+    }
+
+
+def test_client_settings_are_scoped_like_mm2() -> None:
+    config = mm2_from_text(
+        BASE
+        + """
+security.protocol = SASL_SSL
+A.security.protocol = PLAINTEXT
+A.consumer.fetch.max.bytes = 1000
+B.producer.linger.ms = 5
+A->B.consumer.max.poll.records = 7
+A->B.producer.batch.size = 1024
+consumer.client.rack = r1
+"""
+    )
+    flow = config.flows[0]
+    consumer = consumer_properties(flow)
+    assert consumer["security.protocol"] == "PLAINTEXT"
+    assert consumer["fetch.max.bytes"] == "1000"
+    assert consumer["max.poll.records"] == "7"
+    assert consumer["client.rack"] == "r1"
+    assert consumer["isolation.level"] == "read_committed"
+    producer = producer_properties(flow)
+    assert producer["security.protocol"] == "SASL_SSL"
+    assert producer["linger.ms"] == "5"
+    assert producer["batch.size"] == "1024"
+    assert producer["acks"] == "all"
+    assert producer["enable.idempotence"] == "true"
+
+
+def test_spark_options_keep_managed_keys_out() -> None:
+    config = mm2_from_text(BASE + "A.consumer.group.id = legacy\nA.consumer.auto.offset.reset=x\n")
+    options = spark_source_options(config.flows[0])
+    assert "kafka.group.id" not in options
+    assert "kafka.auto.offset.reset" not in options
+    assert options["kafka.isolation.level"] == "read_committed"
+    assert options["kafka.bootstrap.servers"] == "a1:9092"
+    assert options["includeHeaders"] == "true"
+    sink = spark_sink_options(config.flows[0])
+    assert sink["kafka.interceptor.classes"] == "io.kafkamirror.TimestampRestoringInterceptor"
+    assert sink["kafka.bootstrap.servers"] == "b1:9092"
+
+
+def test_librdkafka_translation() -> None:
+    conf = librdkafka_config(
+        {
+            "bootstrap.servers": "x:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule '
+            'required username="mirror" password="s3 cret";',
+        },
+        "cluster 'A'",
+    )
+    assert conf["sasl.mechanisms"] == "SCRAM-SHA-512"
+    assert conf["sasl.username"] == "mirror"
+    assert conf["sasl.password"] == "s3 cret"
+
+
+def test_policies() -> None:
+    flows = mm2_from_text(
+        BASE + "replication.policy.separator=_\nB->A.enabled=true\n"
+        "B->A.replication.policy.class=org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+    ).flows
+    a_to_b, b_to_a = flows
+    assert isinstance(a_to_b.policy, DefaultReplicationPolicy)
+    assert a_to_b.target_topic("t") == "A_t"
+    assert isinstance(b_to_a.policy, IdentityReplicationPolicy)
+    assert b_to_a.target_topic("t") == "t"
+
+
+def test_cycle_detection_walks_prefixes() -> None:
+    policy = DefaultReplicationPolicy(".")
+    assert policy.is_cycle("B.t", "B")
+    assert policy.is_cycle("C.B.t", "B")
+    assert not policy.is_cycle("C.t", "B")
+    assert not policy.is_cycle("t", "B")
+    flow = mm2_from_text(BASE).flows[0]
+    assert not flow.should_mirror("B.orders")  # came from B: never sent back to B
+    assert flow.should_mirror("C.orders")
+
+
+def test_topic_filters_match_whole_names() -> None:
+    flow = mm2_from_text(BASE + "topics = ord.*, pay\ntopics.exclude = .*-tmp\n").flows[0]
+    assert flow.should_mirror("orders")
+    assert flow.should_mirror("pay")
+    assert not flow.should_mirror("payments")  # 'pay' must match the whole name
+    assert not flow.should_mirror("xorders")
+    assert not flow.should_mirror("orders-tmp")
+    assert not flow.should_mirror("kafka-mirror.offset-syncs")  # product topics never
+    default = mm2_from_text(BASE).flows[0]
+    for internal in ("__consumer_offsets", "__transaction_state", "x.internal", "y-internal",
+                     "z.replica", "mm2-offset-syncs.B.internal", "A.checkpoints.internal"):
+        assert not default.should_mirror(internal), internal
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "value"),
+    [
+        ("replication.factor = three\n", "replication.factor", "three"),
+        ("A->B.sync.topic.configs.enabled = yes\n", "A->B.sync.topic.configs.enabled", "yes"),
+        ("topics = ([a\n", "topics", "([a"),
+        ("refresh.topics.interval.seconds = -5\n", "refresh.topics.interval.seconds", "-5"),
+        ("replication.policy.class = com.example.Custom\n", "replication.policy.class",
+         "com.example.Custom"),
+        ("mirror.starting.offsets = middle\n", "mirror.starting.offsets", "middle"),
+    ],
+)
+def test_invalid_values_name_key_and_value(extra: str, key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        mm2_from_text(BASE + extra, "mm2.properties")
+    message = str(info.value)
+    assert "mm2.properties" in message
+    assert f"'{key}'" in message
+    assert f"'{value}'" in message
+
+
+def test_structural_errors() -> None:
+    with pytest.raises(ConfigError, match="'clusters'"):
+        mm2_from_text("A.bootstrap.servers=x\n")
+    with pytest.raises(ConfigError, match="B.bootstrap.servers"):
+        mm2_from_text("clusters=A,B\nA.bootstrap.servers=x\nA->B.enabled=true\n")
+    with pytest.raises(ConfigError, match="'C'"):
+        mm2_from_text(BASE + "A->C.enabled=true\n")
+    with pytest.raises(ConfigError, match="no replication flow"):
+        mm2_from_text(BASE.replace("A->B.enabled = true", ""))
+
+
+def test_unknown_keys_warn_with_suggestion() -> None:
+    config = mm2_from_text(BASE + "topics.exlude = x\nA.bogus.setting = 1\n", "f.properties")
+    assert any("topics.exlude" in n and "topics.exclude" in n for n in config.notices)
+    assert any("A.bogus.setting" in n for n in config.notices)
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="nope.properties"):
+        load_mm2(tmp_path / "nope.properties")

@@ -111,7 +111,7 @@ def explicit_configs(admin: ClusterAdmin, topics: list[str]) -> dict[str, dict[s
         out[resource.name] = {
             name: entry.value
             for name, entry in entries.items()
-            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            if ConfigSource(entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG
             and entry.value is not None
             and not entry.is_sensitive
         }

@@ -17,7 +17,8 @@ from kafka_mirror.config.model import FlowSpec
 _SUMMARY = (
     "SELECT partition, count(1) AS records, "
     "bit_xor(xxhash64(pos, key, value, headers, unix_millis(timestamp))) AS checksum "
-    "FROM (SELECT *, row_number() OVER (PARTITION BY partition ORDER BY offset) AS pos FROM {view}) "
+    "FROM (SELECT *, row_number() OVER (PARTITION BY partition ORDER BY offset) AS pos "
+    "FROM {view}) "
     "GROUP BY partition"
 )
 

@@ -83,6 +83,6 @@ def test_bad_flags_name_flag_and_value(tmp_path: Path, flag: str, value: str) ->
 def test_missing_bootstrap_names_the_file(tmp_path: Path) -> None:
     consumer, producer = _files(tmp_path)
     producer.write_text("acks=all\n")
-    with pytest.raises(ConfigError, match="producer.properties"):
+    with pytest.raises(ConfigError, match=r"producer\.properties"):
         legacy_config(_parse(["--consumer.config", str(consumer),
                               "--producer.config", str(producer)]))

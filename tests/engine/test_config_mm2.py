@@ -181,7 +181,7 @@ def test_invalid_values_name_key_and_value(extra: str, key: str, value: str) -> 
 def test_structural_errors() -> None:
     with pytest.raises(ConfigError, match="'clusters'"):
         mm2_from_text("A.bootstrap.servers=x\n")
-    with pytest.raises(ConfigError, match="B.bootstrap.servers"):
+    with pytest.raises(ConfigError, match=r"B\.bootstrap\.servers"):
         mm2_from_text("clusters=A,B\nA.bootstrap.servers=x\nA->B.enabled=true\n")
     with pytest.raises(ConfigError, match="'C'"):
         mm2_from_text(BASE + "A->C.enabled=true\n")
@@ -196,5 +196,5 @@ def test_unknown_keys_warn_with_suggestion() -> None:
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="nope.properties"):
+    with pytest.raises(ConfigError, match=r"nope\.properties"):
         load_mm2(tmp_path / "nope.properties")

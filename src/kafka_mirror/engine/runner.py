@@ -61,7 +61,8 @@ class FlowRunner:
         if not assignment:
             log.info("flow %s: no source topic matches yet", self.flow.name)
             return
-        start = starting_offsets(assignment, self.state.last_positions(), self.flow.starting_offsets)
+        known = self.state.last_positions()
+        start = starting_offsets(assignment, known, self.flow.starting_offsets)
         checkpoint = self.state.new_generation()
         self.state.prune(keep=checkpoint)
         self.query = start_query(self.spark, self.flow, assignment, start, checkpoint)
@@ -111,9 +112,9 @@ class _Listener:
 
 
 def _spark_listener(listener: _Listener) -> Any:
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    class SparkListener(StreamingQueryListener):  # type: ignore[misc]
+    class SparkListener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
             pass
 
@@ -181,9 +182,9 @@ class Mirror:
             while not stop.is_set():
                 for runner in runners.values():
                     runner.check()
-                    if runner.flow.refresh_topics or runner.query is None:
-                        if time.monotonic() >= runner.next_refresh:
-                            runner.refresh()
+                    wanted = runner.flow.refresh_topics or runner.query is None
+                    if wanted and time.monotonic() >= runner.next_refresh:
+                        runner.refresh()
                 stop.wait(1.0)
         finally:
             log.info("stopping")

@@ -1,0 +1,98 @@
+package io.kafkamirror;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+
+import org.apache.kafka.clients.producer.ProducerInterceptor;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.Headers;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+
+/**
+ * Restores source record timestamps on records written by Spark's Kafka sink.
+ *
+ * <p>Spark's Kafka sink cannot set a record timestamp, so the kafka.mirror Spark job appends one
+ * extra header, {@value #TIMESTAMP_HEADER}, as the <em>last</em> header of each record. Its value
+ * is the source timestamp in epoch milliseconds as ASCII decimal. This interceptor strips that
+ * last header and sets the record timestamp from it. Earlier headers, even ones with the same key,
+ * are kept untouched and in order. The interceptor never throws.
+ */
+public final class TimestampRestoringInterceptor implements ProducerInterceptor<byte[], byte[]> {
+
+  /** Key of the marker header carrying the source timestamp. */
+  public static final String TIMESTAMP_HEADER = "kafka-mirror.timestamp";
+
+  @Override
+  public ProducerRecord<byte[], byte[]> onSend(ProducerRecord<byte[], byte[]> record) {
+    try {
+      return restore(record);
+    } catch (RuntimeException e) {
+      // An interceptor must never break the producer; fall back to the record as given.
+      return record;
+    }
+  }
+
+  static ProducerRecord<byte[], byte[]> restore(ProducerRecord<byte[], byte[]> record) {
+    if (record == null) {
+      return null;
+    }
+    Headers headers = record.headers();
+    if (headers == null) {
+      return record;
+    }
+    Header[] all = headers.toArray();
+    if (all.length == 0) {
+      return record;
+    }
+    Header last = all[all.length - 1];
+    if (last == null || !TIMESTAMP_HEADER.equals(last.key())) {
+      return record;
+    }
+    RecordHeaders kept = new RecordHeaders();
+    for (int i = 0; i < all.length - 1; i++) {
+      kept.add(all[i]);
+    }
+    return new ProducerRecord<>(
+        record.topic(),
+        record.partition(),
+        parseTimestamp(last.value()),
+        record.key(),
+        record.value(),
+        kept);
+  }
+
+  /** Parses a non-negative ASCII decimal epoch-millis value; {@code null} if absent or invalid. */
+  static Long parseTimestamp(byte[] value) {
+    if (value == null || value.length == 0 || value.length > 19) {
+      return null;
+    }
+    for (byte b : value) {
+      if (b < '0' || b > '9') {
+        return null;
+      }
+    }
+    try {
+      long ts = Long.parseLong(new String(value, StandardCharsets.US_ASCII));
+      return ts >= 0 ? ts : null;
+    } catch (NumberFormatException e) {
+      return null;
+    }
+  }
+
+  @Override
+  public void onAcknowledgement(RecordMetadata metadata, Exception exception) {
+    // no-op
+  }
+
+  @Override
+  public void close() {
+    // no-op
+  }
+
+  @Override
+  public void configure(Map<String, ?> configs) {
+    // no-op
+  }
+}

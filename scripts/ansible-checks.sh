@@ -1,0 +1,94 @@
+#!/bin/bash
+# Static checks of the kafka.mirror Ansible collection, from a fresh clone:
+#   1. ansible-lint --profile production
+#   2. ansible-test sanity --local (in a temporary ansible_collections/kafka/mirror git tree)
+#   3. ansible-galaxy collection build + galaxy-importer on the built artifact
+# Creates .venv-ansible from requirements-ansible.txt when missing. Exits non-zero on any failure.
+# Usage: scripts/ansible-checks.sh [lint|sanity|importer ...]   (default: all three)
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
+PY=${PYTHON:-python3}
+STEPS=("$@")
+[ ${#STEPS[@]} -eq 0 ] && STEPS=(lint sanity importer)
+
+if [ ! -x "$VENV/bin/ansible-test" ] || [ ! -x "$VENV/bin/ansible-lint" ]; then
+  echo "== creating $VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -r "$REPO/requirements-ansible.txt"
+fi
+export PATH="$VENV/bin:$PATH"
+WORK=$(mktemp -d /tmp/kafka-mirror-ansible-checks.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+failed=()
+
+# The collection's files only (what galaxy.yml would build), copied to DEST.
+copy_collection() {
+  local dest=$1
+  mkdir -p "$dest"
+  (cd "$REPO" && tar -cf - --exclude='__pycache__' --exclude='tests/output' \
+      galaxy.yml meta plugins roles playbooks changelogs docs/ansible.md docs/awx.md \
+      $(ls -d inventories tests/sanity tests/unit/plugins tests/integration 2>/dev/null) ) | tar -C "$dest" -xf -
+}
+
+run_lint() {
+  echo "== ansible-lint --profile production"
+  (cd "$REPO" && ansible-lint --profile production --format=pep8 \
+     --exclude .ansible --exclude .venv --exclude "$(basename "$VENV")" --exclude src --exclude jvm \
+     --exclude bench --exclude tests/output --exclude molecule/_shared/kafka-bin)
+}
+
+run_sanity() {
+  echo "== ansible-test sanity --local"
+  local coll=$WORK/sanity/ansible_collections/kafka/mirror
+  copy_collection "$coll"
+  (cd "$coll" && git init -q && git add -A && git -c user.email=ci@localhost -c user.name=ci commit -qm sanity)
+  # ansible-test bootstraps pip from a host that is not reachable here: a stand-in that uses ensurepip.
+  local cache=$HOME/.ansible/test/cache
+  mkdir -p "$cache"
+  for v in 24_2; do
+    [ -f "$cache/get_pip_$v.py" ] || cat > "$cache/get_pip_$v.py" <<'EOF'
+"""Stand-in for get-pip.py: bootstrap pip with ensurepip, then install the requested packages."""
+import ensurepip
+import os
+import subprocess
+import sys
+
+ensurepip.bootstrap(upgrade=True)
+env = dict(os.environ)
+env.pop('PIP_CONFIG_FILE', None)
+args = [a for a in sys.argv[1:] if a not in ('--no-setuptools', '--no-wheel')]
+sys.exit(subprocess.call([sys.executable, '-m', 'pip', 'install'] + args, env=env))
+EOF
+  done
+  local pyver
+  pyver=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  (cd "$coll" && ansible-test sanity --local --python "$pyver" --color no)
+}
+
+run_importer() {
+  echo "== ansible-galaxy collection build + galaxy-importer"
+  local src=$WORK/build/ansible_collections/kafka/mirror
+  copy_collection "$src"
+  (cd "$src" && ansible-galaxy collection build --force --output-path "$WORK/dist" >/dev/null)
+  local tarball
+  tarball=$(ls "$WORK"/dist/kafka-mirror-*.tar.gz)
+  echo "built $(basename "$tarball") ($(du -h "$tarball" | cut -f1))"
+  cat > "$WORK/galaxy-importer.cfg" <<'EOF'
+[galaxy-importer]
+LOG_LEVEL_MAIN = INFO
+RUN_ANSIBLE_TEST = False
+RUN_ANSIBLE_LINT = True
+ANSIBLE_LOCAL_TMP = /tmp/kafka-mirror-importer-tmp
+EOF
+  GALAXY_IMPORTER_CONFIG=$WORK/galaxy-importer.cfg python -m galaxy_importer.main "$tarball" | tee "$WORK/importer.log"
+  if grep -qE '^(ERROR|CRITICAL)|ImporterError' "$WORK/importer.log"; then return 1; fi
+}
+
+for step in "${STEPS[@]}"; do
+  start=$SECONDS
+  if "run_$step"; then echo "== $step: ok ($((SECONDS - start)) s)"; else echo "== $step: FAILED ($((SECONDS - start)) s)"; failed+=("$step"); fi
+done
+if [ ${#failed[@]} -gt 0 ]; then echo "FAILED: ${failed[*]}"; exit 1; fi
+echo "all ansible checks passed"

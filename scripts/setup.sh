@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything kafka-mirror needs on a fresh Debian/Ubuntu machine:
+# Java 17 and Maven (apt), the Python package and its dependencies in .venv (pip), and the
+# JVM artifacts (Kafka, MirrorMaker 2, Spark's Kafka connector, the interceptor) via Maven.
+# Usage: scripts/setup.sh [--test]     (--test adds the test and lint tools)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing with apt-get: ${need_apt[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+python3 - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"kafka-mirror needs Python >= 3.11 (pyspark 4), found {sys.version.split()[0]}")
+PY
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+extras=""
+[ "${1:-}" = "--test" ] && extras="[test]"
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".${extras}"
+
+mvn -q -B -f jvm/pom.xml package -DskipTests
+echo "setup done: .venv/bin/kafka-mirror is ready"

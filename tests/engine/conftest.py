@@ -1,0 +1,65 @@
+"""Shared pytest fixtures: two real local Kafka clusters (``source`` and ``destination``).
+
+They are started once per test session from the jars built by
+``mvn -q -f jvm/pom.xml package -DskipTests`` and stopped (by PID) at the end of the session.
+Tests using them should carry ``@pytest.mark.kafka``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_mirror.localcluster import LocalKafkaCluster
+
+BROKER_HEAP = "512m"
+
+
+def kafka_admin(cluster: LocalKafkaCluster) -> Any:
+    """A confluent-kafka AdminClient for ``cluster``."""
+    return cluster.admin()
+
+
+@pytest.fixture(scope="session")
+def kafka_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kafka")
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters(kafka_workdir: Path) -> Iterator[dict[str, LocalKafkaCluster]]:
+    """Both clusters, started in parallel (each start is mostly JVM warm-up)."""
+    clusters = {
+        name: LocalKafkaCluster(name, kafka_workdir, heap=BROKER_HEAP)
+        for name in ("source", "destination")
+    }
+    try:
+        with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
+            futures = [pool.submit(c.start, 90.0) for c in clusters.values()]
+            for future in futures:
+                future.result()
+        yield clusters
+    finally:
+        for cluster in clusters.values():
+            cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def source_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCluster:
+    return kafka_clusters["source"]
+
+
+@pytest.fixture(scope="session")
+def destination_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCluster:
+    return kafka_clusters["destination"]
+
+
+@pytest.fixture
+def unique_topic(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to this test (the clusters are shared by the whole session)."""
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60].strip("-")
+    return f"{base}-{uuid.uuid4().hex[:8]}"

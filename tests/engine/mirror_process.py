@@ -1,0 +1,143 @@
+"""Run ``kafka-mirror`` as users do, as a process of its own, for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from kafka_mirror.localcluster import LocalKafkaCluster
+
+CLI = [sys.executable, "-m", "kafka_mirror.cli"]
+
+
+def mm2_properties(
+    source: LocalKafkaCluster, destination: LocalKafkaCluster, extra: str = ""
+) -> str:
+    return (
+        "clusters = source, destination\n"
+        f"source.bootstrap.servers = {source.bootstrap}\n"
+        f"destination.bootstrap.servers = {destination.bootstrap}\n"
+        "source->destination.enabled = true\n"
+        "replication.factor = 1\n"
+        "refresh.topics.interval.seconds = 3\n"
+        "spark.driver.memory = 768m\n"
+        "spark.master = local[2]\n" + extra
+    )
+
+
+class MirrorProcess:
+    """``kafka-mirror ARGS`` in its own session, logging to a file."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.args = args
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> MirrorProcess:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [*CLI, *self.args], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        return self
+
+    def terminate(self, timeout: float = 30.0) -> tuple[int, float]:
+        """SIGTERM; returns (exit code, seconds it took)."""
+        assert self.proc is not None
+        began = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        return code, time.monotonic() - began
+
+    def kill_hard(self) -> None:
+        """kill -9 of the mirror and its Spark JVM (the whole session it started)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def cleanup(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[int, int]:
+    """End offsets per partition; empty while the topic or a leader is not there yet."""
+    consumer = Consumer(cluster.client_config(**{"group.id": "probe"}))
+    try:
+        meta = consumer.list_topics(topic, timeout=10)
+        parts = meta.topics[topic].partitions if topic in meta.topics else {}
+        if meta.topics.get(topic) is None or meta.topics[topic].error is not None:
+            return {}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in parts
+        }
+    except KafkaException:
+        return {}
+    finally:
+        consumer.close()
+
+
+def wait_for(condition: Any, timeout: float, what: str, proc: MirrorProcess | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if proc is not None and proc.proc is not None and proc.proc.poll() is not None:
+            tail = proc.output()[-4000:]
+            raise AssertionError(f"mirror exited while waiting for {what}:\n{tail}")
+        time.sleep(1.0)
+    tail = proc.output()[-4000:] if proc is not None else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tail}")
+
+
+Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
+
+
+def read_partitions(cluster: LocalKafkaCluster, topic: str) -> dict[int, list[Record]]:
+    """Every record of ``topic``, per partition, in offset order."""
+    ends = end_offsets(cluster, topic)
+    consumer = Consumer(
+        cluster.client_config(**{"group.id": "reader", "enable.auto.commit": "false",
+                                 "isolation.level": "read_committed"})
+    )
+    out: dict[int, list[Record]] = {p: [] for p in ends}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        remaining = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 120
+        while remaining and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=1.0):
+                if msg.error():
+                    continue
+                p = msg.partition()
+                out[p].append(
+                    (msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])
+                )
+                if msg.offset() + 1 >= ends[p]:
+                    remaining.discard(p)
+    finally:
+        consumer.close()
+    return out
+
+
+def first_occurrences(records: Iterable[Record]) -> list[Record]:
+    seen: set[Record] = set()
+    out = []
+    for record in records:
+        if record not in seen:
+            seen.add(record)
+            out.append(record)
+    return out

@@ -1,0 +1,220 @@
+"""The mirror against two real Kafka clusters, run as the ``kafka-mirror`` process.
+
+No mocks: real KRaft brokers from the Maven jars, a real Spark job, the real CLI.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import ConfigResource, NewPartitions
+from mirror_process import (
+    CLI,
+    MirrorProcess,
+    end_offsets,
+    first_occurrences,
+    mm2_properties,
+    read_partitions,
+    wait_for,
+)
+
+from kafka_mirror.localcluster import LocalKafkaCluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+BIG = 180_000  # bytes; the topic allows 200 000, so this is near max.message.bytes
+
+
+def _produce(cluster: LocalKafkaCluster, topic: str, partitions: int, count: int,
+             tag: str) -> None:
+    producer = Producer(cluster.client_config(**{"message.max.bytes": "1000000"}))
+    for i in range(count):
+        producer.produce(
+            topic,
+            key=None if i % 7 == 3 else f"{tag}-key-{i}".encode(),
+            value=None if i % 11 == 5 else f"{tag}-value-{i}".encode() * (1 + i % 5),
+            partition=i % partitions,
+            headers=[("trace", f"{i}".encode()), ("empty", None), ("trace", b"dup")]
+            if i % 3 else None,
+            timestamp=1_600_000_000_000 + i * 1000,
+        )
+    producer.flush(60)
+
+
+def _same(source: LocalKafkaCluster, destination: LocalKafkaCluster, topic: str,
+          target: str) -> None:
+    src = read_partitions(source, topic)
+    dst = read_partitions(destination, target)
+    assert set(dst) >= set(src)
+    for partition, records in src.items():
+        assert dst[partition] == records, f"{target}[{partition}] differs from {topic}"
+
+
+def _mirror_has(destination: LocalKafkaCluster, target: str, expected: dict[int, int]) -> bool:
+    ends = end_offsets(destination, target)
+    return all(ends.get(p, -1) >= n for p, n in expected.items())
+
+
+def test_fidelity_new_topics_partitions_verify_and_sigterm(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    prefix = unique_topic
+    admin = source_cluster.admin()
+    source_cluster.create_topic(f"{prefix}-a", 4)
+    source_cluster.create_topic(f"{prefix}-b", 2, config={"max.message.bytes": "200000"})
+    source_cluster.create_topic(f"{prefix}-internal", 1)
+    _produce(source_cluster, f"{prefix}-a", 4, 2000, "a")
+    _produce(source_cluster, f"{prefix}-b", 2, 300, "b")
+    producer = Producer(source_cluster.client_config())
+    producer.produce(f"{prefix}-b", key=b"big", value=b"x" * BIG, partition=1,
+                     timestamp=1_700_000_000_000)
+    producer.flush(30)
+
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties(source_cluster, destination_cluster,
+                                     f"topics = {prefix}-.*\n"))
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log").start()
+    try:
+        wait_for(lambda: _mirror_has(destination_cluster, f"source.{prefix}-a",
+                                     {0: 500, 1: 500, 2: 500, 3: 500}), 180,
+                 "topic a mirrored", mirror)
+        wait_for(lambda: _mirror_has(destination_cluster, f"source.{prefix}-b",
+                                     {0: 150, 1: 151}), 60, "topic b mirrored", mirror)
+        _same(source_cluster, destination_cluster, f"{prefix}-a", f"source.{prefix}-a")
+        _same(source_cluster, destination_cluster, f"{prefix}-b", f"source.{prefix}-b")
+        # same partition count and the synced config; internal topics stay home
+        dest_topics = destination_cluster.admin().list_topics(timeout=10).topics
+        assert len(dest_topics[f"source.{prefix}-a"].partitions) == 4
+        assert f"source.{prefix}-internal" not in dest_topics
+        resource = ConfigResource(ConfigResource.Type.TOPIC, f"source.{prefix}-b")
+        (described,) = destination_cluster.admin().describe_configs([resource]).values()
+        configs = described.result()
+        assert configs["max.message.bytes"].value == "200000"  # synced from the source
+        assert configs["message.timestamp.type"].value == "CreateTime"
+
+        # a new matching topic and new partitions are picked up without a restart
+        source_cluster.create_topic(f"{prefix}-c", 3)
+        _produce(source_cluster, f"{prefix}-c", 3, 90, "c")
+        for future in admin.create_partitions([NewPartitions(f"{prefix}-a", 6)]).values():
+            future.result()
+        time.sleep(2)
+        _produce(source_cluster, f"{prefix}-a", 6, 600, "a2")
+        wait_for(lambda: _mirror_has(destination_cluster, f"source.{prefix}-c",
+                                     {0: 30, 1: 30, 2: 30}), 90, "new topic mirrored", mirror)
+        wait_for(lambda: _mirror_has(destination_cluster, f"source.{prefix}-a",
+                                     {4: 100, 5: 100, 0: 600}), 90, "new partitions", mirror)
+        _same(source_cluster, destination_cluster, f"{prefix}-a", f"source.{prefix}-a")
+        _same(source_cluster, destination_cluster, f"{prefix}-c", f"source.{prefix}-c")
+
+        code, seconds = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+        assert seconds < 30
+    finally:
+        mirror.cleanup()
+
+    # verify: all equal, then one record differs and verify names the partition
+    run = subprocess.run([*CLI, "verify", str(config)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "all partitions match" in run.stdout
+    tamper = Producer(destination_cluster.client_config())
+    tamper.produce(f"source.{prefix}-c", key=b"intruder", value=b"!", partition=2)
+    tamper.flush(30)
+    run = subprocess.run([*CLI, "verify", str(config)], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"DIFF  {prefix}-c[2] -> source.{prefix}-c[2]" in run.stdout
+    assert "1 partitions differ" in run.stdout
+
+
+def test_kill_9_mid_stream_loses_nothing_and_keeps_order(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    topic = unique_topic
+    source_cluster.create_topic(topic, 3)
+    total = 30_000
+    done = threading.Event()
+
+    def produce_slowly() -> None:
+        producer = Producer(source_cluster.client_config())
+        for i in range(total):
+            producer.produce(topic, key=f"k{i % 97}".encode(), value=f"v{i}".encode(),
+                             partition=i % 3, headers=[("n", str(i).encode())])
+            if i % 1000 == 999:
+                producer.flush(30)
+                time.sleep(0.25)
+        producer.flush(30)
+        done.set()
+
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties(
+        source_cluster, destination_cluster,
+        f"topics = {topic}\nmirror.max.records.per.batch = 2000\n",
+    ))
+    args = ["run", str(config), "--state-dir", str(tmp_path / "state")]
+    writer = threading.Thread(target=produce_slowly)
+    writer.start()
+    first = MirrorProcess(args, tmp_path / "mirror-1.log").start()
+    try:
+        wait_for(lambda: sum(end_offsets(destination_cluster, f"source.{topic}").values())
+                 > 3000, 180, "mirroring under way", first)
+        first.kill_hard()
+    finally:
+        first.cleanup()
+    killed_at = sum(end_offsets(destination_cluster, f"source.{topic}").values())
+    second = MirrorProcess(args, tmp_path / "mirror-2.log").start()
+    try:
+        writer.join(300)
+        assert done.is_set()
+        wait_for(lambda: _mirror_has(destination_cluster, f"source.{topic}",
+                                     {p: total // 3 for p in range(3)}), 240,
+                 "everything mirrored after the restart", second)
+        code, _ = second.terminate()
+        assert code == 0
+    finally:
+        second.cleanup()
+    src = read_partitions(source_cluster, topic)
+    dst = read_partitions(destination_cluster, f"source.{topic}")
+    duplicates = 0
+    for partition, records in src.items():
+        # nothing lost, and in source order once replayed duplicates are set aside
+        assert first_occurrences(dst[partition]) == records
+        duplicates += len(dst[partition]) - len(records)
+    print(f"killed with {killed_at} records mirrored; {duplicates} re-delivered after restart")
+
+
+def test_unreachable_cluster_fails_fast_naming_it(
+    source_cluster: LocalKafkaCluster, tmp_path: Path
+) -> None:
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = source, dr\n"
+        f"source.bootstrap.servers = {source_cluster.bootstrap}\n"
+        "dr.bootstrap.servers = 127.0.0.1:1\n"
+        "source->dr.enabled = true\n"
+    )
+    began = time.monotonic()
+    run = subprocess.run([*CLI, "run", str(config), "--connect-timeout", "5",
+                          "--state-dir", str(tmp_path / "s")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert "cluster 'dr' (127.0.0.1:1)" in run.stderr
+    assert time.monotonic() - began < 30
+
+
+def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
+    config = tmp_path / "mm2.properties"
+    config.write_text("clusters=A,B\nA.bootstrap.servers=x:1\nB.bootstrap.servers=y:1\n"
+                      "A->B.enabled=true\nreplication.factor=lots\n")
+    run = subprocess.run([*CLI, "run", str(config)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "key 'replication.factor'" in run.stderr and "value 'lots'" in run.stderr
+    assert str(config) in run.stderr

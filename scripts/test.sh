@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
-.venv/bin/ruff check src tests/engine bench
+.venv/bin/ruff check src tests/engine $([ -d bench ] && echo bench)
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
 exec .venv/bin/python -m pytest "$@"

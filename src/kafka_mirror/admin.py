@@ -50,6 +50,7 @@ class ClusterAdmin:
         deadline = time.monotonic() + timeout
         last = "no answer"
         while time.monotonic() < deadline:
+            self.client.poll(0)  # serves error_cb: authentication failures arrive there
             if self._fatal:
                 raise ClusterUnreachable(
                     self.cluster.alias, self.cluster.bootstrap_servers, self._fatal,
@@ -60,6 +61,7 @@ class ClusterAdmin:
                 return
             except KafkaException as exc:
                 last = str(exc.args[0].str() if exc.args else exc)
+                self.client.poll(0.5)
         raise ClusterUnreachable(
             self.cluster.alias, self.cluster.bootstrap_servers, self._fatal or last, timeout
         )

@@ -218,3 +218,39 @@ def test_bad_config_is_a_clear_error(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert "key 'replication.factor'" in run.stderr and "value 'lots'" in run.stderr
     assert str(config) in run.stderr
+
+
+def test_refused_authentication_fails_fast_naming_the_cluster(
+    source_cluster: LocalKafkaCluster, tmp_path: Path
+) -> None:
+    users = 'user_admin="admin-secret" user_mirror="mirror-secret"'
+    secured = LocalKafkaCluster(
+        "secured", tmp_path, heap="384m",
+        extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"},
+        server_overrides={
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="admin" password="admin-secret" {users};',
+        },
+    )
+    with secured.start():
+        config = tmp_path / "mm2.properties"
+        config.write_text(
+            "clusters = source, dr\n"
+            f"source.bootstrap.servers = {source_cluster.bootstrap}\n"
+            f"dr.bootstrap.servers = {secured.bootstrap_for('SASL_PLAINTEXT')}\n"
+            "dr.security.protocol = SASL_PLAINTEXT\n"
+            "dr.sasl.mechanism = PLAIN\n"
+            "dr.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule "
+            'required username="mirror" password="wrong";\n'
+            "source->dr.enabled = true\n"
+        )
+        began = time.monotonic()
+        run = subprocess.run([*CLI, "run", str(config), "--connect-timeout", "20",
+                              "--state-dir", str(tmp_path / "s")],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 1, run.stderr[-2000:]
+        assert "cluster 'dr'" in run.stderr
+        assert "uthentication" in run.stderr
+        assert time.monotonic() - began < 60

@@ -142,6 +142,7 @@ class TopicSync:
         self._create([p for p in plans if p.action == "create"])
         self._grow([p for p in plans if p.action == "grow"])
         self._configure([p for p in plans if p.config_changes and p.target_partitions is not None])
+        self._check_layout([p for p in plans if p.action in ("create", "grow")])
         for plan in plans:
             if plan.target_partitions is not None and plan.target_partitions > plan.partitions:
                 log.warning(
@@ -199,6 +200,26 @@ class TopicSync:
                     f"source topic '{plan.source_topic}' has {plan.partitions}, and it cannot "
                     f"be grown: {exc}"
                 ) from exc
+
+    def _check_layout(self, plans: list[TopicPlan]) -> None:
+        """Every created or grown topic must now have at least the source's partitions."""
+        if not plans:
+            return
+        actual = self.target.topic_partitions()
+        for plan in plans:
+            count = actual.get(plan.target_topic)
+            if count is None:
+                raise TopicLayoutError(
+                    f"{self.flow.name}: target topic '{plan.target_topic}' is not visible on "
+                    f"cluster '{self.flow.target.alias}' after creating it (is DESCRIBE "
+                    "on the topic allowed?)"
+                )
+            if count < plan.partitions:
+                raise TopicLayoutError(
+                    f"{self.flow.name}: target topic '{plan.target_topic}' on cluster "
+                    f"'{self.flow.target.alias}' has {count} partitions, source topic "
+                    f"'{plan.source_topic}' has {plan.partitions}, and it cannot be grown"
+                )
 
     def _configure(self, plans: list[TopicPlan]) -> None:
         if not plans:

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import ConfigResource, NewPartitions
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ConfigResource,
+    NewPartitions,
+    ResourcePatternType,
+    ResourceType,
+)
 from mirror_process import (
     CLI,
     MirrorProcess,
@@ -94,7 +102,8 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
         assert len(dest_topics[f"source.{prefix}-a"].partitions) == 4
         assert f"source.{prefix}-internal" not in dest_topics
         resource = ConfigResource(ConfigResource.Type.TOPIC, f"source.{prefix}-b")
-        (described,) = destination_cluster.admin().describe_configs([resource]).values()
+        dest_admin = destination_cluster.admin()  # must outlive its futures
+        (described,) = dest_admin.describe_configs([resource]).values()
         configs = described.result()
         assert configs["max.message.bytes"].value == "200000"  # synced from the source
         assert configs["message.timestamp.type"].value == "CreateTime"
@@ -254,3 +263,44 @@ def test_refused_authentication_fails_fast_naming_the_cluster(
         assert "cluster 'dr'" in run.stderr
         assert "uthentication" in run.stderr
         assert time.monotonic() - began < 60
+
+
+def test_destination_that_cannot_grow_is_a_clear_error(
+    source_cluster: LocalKafkaCluster, unique_topic: str, tmp_path: Path
+) -> None:
+    guarded = LocalKafkaCluster(
+        "guarded", tmp_path, heap="384m",
+        server_overrides={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        },
+    )
+    topic = unique_topic
+    source_cluster.create_topic(topic, 3)
+    with guarded.start():
+        guarded.create_topic(topic, 1)
+        admin = guarded.admin()
+        # everything allowed on the topic except ALTER, which adding partitions needs
+        acls = [
+            AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+                       "User:ANONYMOUS", "*", operation, permission)
+            for operation, permission in ((AclOperation.ALL, AclPermissionType.ALLOW),
+                                          (AclOperation.ALTER, AclPermissionType.DENY))
+        ]
+        for future in admin.create_acls(acls).values():
+            future.result()
+        config = tmp_path / "mm2.properties"
+        config.write_text(
+            "clusters = source, guarded\n"
+            f"source.bootstrap.servers = {source_cluster.bootstrap}\n"
+            f"guarded.bootstrap.servers = {guarded.bootstrap}\n"
+            "source->guarded.enabled = true\n"
+            f"topics = {topic}\n"
+            "replication.policy.class = "
+            "org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n"
+        )
+        run = subprocess.run([*CLI, "run", str(config), "--state-dir", str(tmp_path / "s")],
+                             capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert (f"target topic '{topic}' on cluster 'guarded' has 1 partitions, source topic "
+            f"'{topic}' has 3, and it cannot be grown") in run.stderr

@@ -29,14 +29,8 @@ class FlowRunner:
     """One flow's query, restarted on a fresh checkpoint generation when its topics change."""
 
     def __init__(
-        self,
-        spark: Any,
-        flow: FlowSpec,
-        state_root: Path,
-        source: ClusterAdmin,
-        target: ClusterAdmin,
+        self, flow: FlowSpec, state_root: Path, source: ClusterAdmin, target: ClusterAdmin
     ) -> None:
-        self.spark = spark
         self.flow = flow
         self.state = FlowState(state_root / flow.path_name)
         self.topics = TopicSync(flow, source, target)
@@ -45,17 +39,21 @@ class FlowRunner:
         self.assignment: dict[str, int] = {}
         self.next_refresh = 0.0
 
-    def refresh(self) -> None:
+    def sync_topics(self) -> dict[str, int]:
+        """Bring the target topics in line; return the source partitions to mirror."""
         plans = self.topics.plan()
         self.topics.apply(plans)
-        assignment = {p.source_topic: p.partitions for p in plans}
+        self.next_refresh = time.monotonic() + self.flow.refresh_interval_seconds
+        return {p.source_topic: p.partitions for p in plans}
+
+    def follow(self, spark: Any, assignment: dict[str, int]) -> None:
+        """(Re)start the query when the partitions to mirror changed."""
         if assignment != self.assignment or (assignment and self.query is None):
             if self.assignment:
                 log.info("flow %s: topics or partitions changed; restarting", self.flow.name)
-            self._restart(assignment)
-        self.next_refresh = time.monotonic() + self.flow.refresh_interval_seconds
+            self._restart(spark, assignment)
 
-    def _restart(self, assignment: dict[str, int]) -> None:
+    def _restart(self, spark: Any, assignment: dict[str, int]) -> None:
         self.stop()
         self.assignment = assignment
         if not assignment:
@@ -65,7 +63,7 @@ class FlowRunner:
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
         checkpoint = self.state.new_generation()
         self.state.prune(keep=checkpoint)
-        self.query = start_query(self.spark, self.flow, assignment, start, checkpoint)
+        self.query = start_query(spark, self.flow, assignment, start, checkpoint)
         log.info(
             "flow %s: mirroring %d topics, %d partitions (checkpoint %s)",
             self.flow.name,
@@ -164,28 +162,31 @@ class Mirror:
             for warning in durability_warnings(flow):
                 log.warning("%s", warning)
         admins = self.connect()
+        runners = {
+            flow.path_name: FlowRunner(
+                flow, self.state_dir, admins[flow.source.alias], admins[flow.target.alias]
+            )
+            for flow in self.config.flows
+        }
+        # topic problems surface before Spark starts
+        initial = {name: runner.sync_topics() for name, runner in runners.items()}
         conf = spark_conf(
             self.config.spark_conf, self.cli_spark_conf, connector_jars(self.jars_dir)
         )
         spark = build_session(conf)
         lag = LagCommitter()
-        runners = {
-            flow.path_name: FlowRunner(
-                spark, flow, self.state_dir, admins[flow.source.alias], admins[flow.target.alias]
-            )
-            for flow in self.config.flows
-        }
         spark.streams.addListener(
             _spark_listener(_Listener(runners, [ProgressReporter(), lag]))
         )
         try:
-            while not stop.is_set():
+            for name, runner in runners.items():
+                runner.follow(spark, initial[name])
+            while not stop.wait(1.0):
                 for runner in runners.values():
                     runner.check()
                     wanted = runner.flow.refresh_topics or runner.query is None
                     if wanted and time.monotonic() >= runner.next_refresh:
-                        runner.refresh()
-                stop.wait(1.0)
+                        runner.follow(spark, runner.sync_topics())
         finally:
             log.info("stopping")
             for runner in runners.values():

@@ -4,13 +4,16 @@
 #   2. ansible-test sanity --local (in a temporary ansible_collections/kafka/mirror git tree)
 #   3. ansible-galaxy collection build + galaxy-importer on the built artifact
 # Creates .venv-ansible from requirements-ansible.txt when missing. Exits non-zero on any failure.
-# Usage: scripts/ansible-checks.sh [lint|sanity|importer ...]   (default: all three)
+#   units:   pytest unit tests of module_utils and filters (tests/unit/plugins)
+#   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
+#            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml)
+# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|modules ...]   (default: lint sanity importer units)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
 PY=${PYTHON:-python3}
 STEPS=("$@")
-[ ${#STEPS[@]} -eq 0 ] && STEPS=(lint sanity importer)
+[ ${#STEPS[@]} -eq 0 ] && STEPS=(lint sanity importer units)
 
 if [ ! -x "$VENV/bin/ansible-test" ] || [ ! -x "$VENV/bin/ansible-lint" ]; then
   echo "== creating $VENV"
@@ -29,7 +32,9 @@ copy_collection() {
   mkdir -p "$dest"
   (cd "$REPO" && tar -cf - --exclude='__pycache__' --exclude='tests/output' \
       galaxy.yml meta plugins roles playbooks changelogs docs/ansible.md docs/awx.md \
-      $(ls -d inventories tests/sanity tests/unit/plugins tests/integration 2>/dev/null) ) | tar -C "$dest" -xf -
+      $(ls -d README.md inventories tests/sanity tests/unit/plugins tests/integration 2>/dev/null) ) | tar -C "$dest" -xf -
+  # the repository README is the collection README; until it exists, use the collection docs
+  [ -f "$dest/README.md" ] || cp "$REPO/docs/ansible.md" "$dest/README.md"
 }
 
 run_lint() {
@@ -82,8 +87,33 @@ RUN_ANSIBLE_TEST = False
 RUN_ANSIBLE_LINT = True
 ANSIBLE_LOCAL_TMP = /tmp/kafka-mirror-importer-tmp
 EOF
-  GALAXY_IMPORTER_CONFIG=$WORK/galaxy-importer.cfg python -m galaxy_importer.main "$tarball" | tee "$WORK/importer.log"
+  (cd "$WORK" && GALAXY_IMPORTER_CONFIG=$WORK/galaxy-importer.cfg python -m galaxy_importer.main "$tarball") | tee "$WORK/importer.log"
   if grep -qE '^(ERROR|CRITICAL)|ImporterError' "$WORK/importer.log"; then return 1; fi
+}
+
+run_units() {
+  echo "== unit tests"
+  local root=$WORK/units
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  (cd "$root" && PYTHONPATH=$root python -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
+     ansible_collections/kafka/mirror/tests/unit/plugins)
+}
+
+run_modules() {
+  echo "== modules against real clusters"
+  local root=$WORK/modules rc=0
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  export MOL_HOME=$WORK/clusters
+  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-src 127.0.0.1 29092 || return 1
+  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-dst 127.0.0.1 29192 || rc=1
+  if [ $rc -eq 0 ]; then
+    python "$REPO/tests/integration/seed.py" 29092 && \
+    ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
+      -e src_port=29092 -e dst_port=29192 "$REPO/tests/integration/modules.yml" || rc=1
+  fi
+  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-src || true
+  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-dst || true
+  return $rc
 }
 
 for step in "${STEPS[@]}"; do

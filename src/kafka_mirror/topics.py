@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -201,11 +202,21 @@ class TopicSync:
                     f"be grown: {exc}"
                 ) from exc
 
-    def _check_layout(self, plans: list[TopicPlan]) -> None:
-        """Every created or grown topic must now have at least the source's partitions."""
+    def _check_layout(self, plans: list[TopicPlan], wait_seconds: float = 30.0) -> None:
+        """Every created or grown topic must now have at least the source's partitions.
+
+        Metadata reaches every broker a little after a change, so this waits for it.
+        """
         if not plans:
             return
-        actual = self.target.topic_partitions()
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            actual = self.target.topic_partitions()
+            if all(actual.get(p.target_topic, 0) >= p.partitions for p in plans):
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
         for plan in plans:
             count = actual.get(plan.target_topic)
             if count is None:

@@ -39,7 +39,14 @@ class ProgressReporter:
         elapsed = now - totals.reported_at
         if totals.batches > 1 and elapsed < self.interval:
             return
-        elapsed = max(elapsed, 1e-3)
+        records = totals.records - totals.reported_records
+        size = totals.bytes - totals.reported_bytes
+        if totals.reported_records == 0 or elapsed < 1.0:
+            # nothing to measure against yet: Spark's rate for the batch itself
+            rate = event.process_rate
+            byte_rate = rate * (event.bytes / event.records) if event.records else 0.0
+        else:
+            rate, byte_rate = records / elapsed, size / elapsed
         log.info(
             "flow %s: %d records, %.1f MB copied in %d batches; %.0f records/s, %.2f MB/s; "
             "lag %d records",
@@ -47,8 +54,8 @@ class ProgressReporter:
             totals.records,
             totals.bytes / 1e6,
             totals.batches,
-            (totals.records - totals.reported_records) / elapsed,
-            (totals.bytes - totals.reported_bytes) / 1e6 / elapsed,
+            rate,
+            byte_rate / 1e6,
             event.lag,
         )
         totals.reported_at = now

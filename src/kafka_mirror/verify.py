@@ -15,11 +15,11 @@ from kafka_mirror.clients import spark_source_options
 from kafka_mirror.config.model import FlowSpec
 
 _SUMMARY = (
-    "SELECT partition, count(1) AS records, "
+    "SELECT topic, partition, count(1) AS records, "
     "bit_xor(xxhash64(pos, key, value, headers, unix_millis(timestamp))) AS checksum "
-    "FROM (SELECT *, row_number() OVER (PARTITION BY partition ORDER BY offset) AS pos "
+    "FROM (SELECT *, row_number() OVER (PARTITION BY topic, partition ORDER BY offset) AS pos "
     "FROM {view}) "
-    "GROUP BY partition"
+    "GROUP BY topic, partition"
 )
 
 
@@ -53,14 +53,18 @@ class PartitionCheck:
 
 
 def _summaries(
-    spark: Any, options: Mapping[str, str], topic: str, partitions: int
-) -> dict[int, tuple[int, int]]:
+    spark: Any, options: Mapping[str, str], topics: Mapping[str, int]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(records, checksum) per topic partition, from one Spark batch job over all topics."""
+    if not topics:
+        return {}
     reader = spark.read.format("kafka")
     for key, value in options.items():
-        if key not in ("maxOffsetsPerTrigger",):
+        if key != "maxOffsetsPerTrigger":
             reader = reader.option(key, value)
+    assign = {topic: list(range(count)) for topic, count in sorted(topics.items())}
     frame = (
-        reader.option("assign", json.dumps({topic: list(range(partitions))}))
+        reader.option("assign", json.dumps(assign))
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
         .load()
@@ -68,23 +72,27 @@ def _summaries(
     view = "kafka_mirror_verify"
     frame.createOrReplaceTempView(view)
     rows = spark.sql(_SUMMARY.format(view=view)).collect()
-    return {int(r["partition"]): (int(r["records"]), int(r["checksum"])) for r in rows}
+    return {
+        (str(r["topic"]), int(r["partition"])): (int(r["records"]), int(r["checksum"]))
+        for r in rows
+    }
 
 
 def verify_flow(spark: Any, flow: FlowSpec, topics: Mapping[str, int]) -> list[PartitionCheck]:
     """Check every partition of ``topics`` (source name -> partition count) of the flow."""
-    source_opts = spark_source_options(flow)
     target_opts = {
         k: v for k, v in spark_source_options(flow).items() if not k.startswith("kafka.")
     } | {f"kafka.{k}": v for k, v in _target_reader_props(flow).items()}
+    source = _summaries(spark, spark_source_options(flow), topics)
+    target = _summaries(
+        spark, target_opts, {flow.target_topic(t): n for t, n in topics.items()}
+    )
     checks = []
     for topic, count in sorted(topics.items()):
         target_topic = flow.target_topic(topic)
-        source = _summaries(spark, source_opts, topic, count)
-        target = _summaries(spark, target_opts, target_topic, count)
         for partition in range(count):
-            s_records, s_sum = source.get(partition, (0, None))
-            t_records, t_sum = target.get(partition, (0, None))
+            s_records, s_sum = source.get((topic, partition), (0, None))
+            t_records, t_sum = target.get((target_topic, partition), (0, None))
             checks.append(
                 PartitionCheck(topic, target_topic, partition, s_records, t_records, s_sum, t_sum)
             )

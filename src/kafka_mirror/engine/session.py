@@ -15,7 +15,7 @@ DEFAULT_SPARK_CONF = {
     "spark.driver.memory": "1g",
     "spark.ui.enabled": "false",
     "spark.sql.streaming.minBatchesToRetain": "20",
-    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
     "spark.sql.streaming.metricsEnabled": "true",
     "spark.ui.showConsoleProgress": "false",
 }

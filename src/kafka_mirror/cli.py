@@ -15,6 +15,7 @@ from kafka_mirror.config.mm1 import add_legacy_arguments, legacy_config
 from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.model import MirrorConfig
 from kafka_mirror.errors import ConfigError, MirrorError
+from kafka_mirror.jvm_artifacts import JvmArtifactsMissing
 from kafka_mirror.log_setup import setup_logging
 
 log = logging.getLogger("kafka_mirror")
@@ -32,6 +33,10 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="where flow checkpoints live (default: mirror.state.dir or "
                         f"./{DEFAULT_STATE_DIR})")
+    _spark_arguments(parser)
+
+
+def _spark_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-master", default=None,
                         help="Spark master URL (default local[*]); e.g. spark://host:7077, yarn")
     parser.add_argument("--spark-conf", type=_key_value, action="append", default=[],
@@ -58,10 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = sub.add_parser("verify", help="compare source and target topics per partition")
     verify.add_argument("config", type=Path, help="MirrorMaker 2 mm2.properties")
-    verify.add_argument("--spark-master", default=None)
-    verify.add_argument("--spark-conf", type=_key_value, action="append", default=[])
-    verify.add_argument("--connector-jars", type=Path, default=None)
-    verify.add_argument("--connect-timeout", type=float, default=30.0)
+    _spark_arguments(verify)
 
     check = sub.add_parser("check-config", help="read a config and print what would run")
     check.add_argument("config", type=Path)
@@ -158,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kafka-mirror: configuration error: {exc}", file=sys.stderr)
         return 2
-    except MirrorError as exc:
+    except (MirrorError, JvmArtifactsMissing) as exc:
         print(f"kafka-mirror: {exc}", file=sys.stderr)
         return 1
     return 2

@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# One command: set up (with test tools), lint, type-check and run the whole test suite
-# (real Kafka clusters and Spark jobs, started and stopped by the tests themselves).
+# One command: set up (with test tools), then run every test of the project:
+#   1. the engine: lint, type-check, JVM unit tests, pytest against real Kafka clusters and Spark
+#   2. the Ansible collection: ansible-lint (production), ansible-test sanity, galaxy-importer,
+#      unit tests, and its modules against real Kafka clusters
+#   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise)
+# Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 .venv/bin/ruff check src tests/engine $([ -d bench ] && echo bench)
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
-exec .venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "$@"
+[ "${KAFKA_MIRROR_TESTS:-all}" = engine ] && exit 0
+scripts/ansible-checks.sh lint sanity importer units modules
+if [ "$(id -u)" -eq 0 ]; then
+  scripts/ansible-molecule.sh
+else
+  echo "NOTICE: Molecule scenarios skipped: they need root (network namespaces, systemd-nspawn)"
+fi

@@ -1,0 +1,134 @@
+"""Behaviour of a converged kafka.mirror host: service, user, files, JMX exporter, data mirrored."""
+
+import os
+import time
+import uuid
+
+import pytest
+
+BRIDGE_IP = os.environ.get("MOL_BRIDGE_IP", "10.77.0.1")
+SOURCE = f"{BRIDGE_IP}:19092"
+DESTINATION = f"{BRIDGE_IP}:19192"
+SERVICE = "kafka-mirror"
+USER = "kafka-mirror"
+
+
+def _groups(host):
+    return host.ansible.get_variables().get("group_names", [])
+
+
+def _hostvars(host):
+    return host.ansible.get_variables()
+
+
+@pytest.fixture()
+def mirror_host(host):
+    if "mirror" not in _groups(host):
+        pytest.skip("not a mirror host")
+    return host
+
+
+def _manager(host):
+    return _hostvars(host).get("mirror_service_manager", "systemd")
+
+
+def _main_pid(host):
+    if _manager(host) == "systemd":
+        return int(host.check_output(f"systemctl show -p MainPID --value {SERVICE}"))
+    out = host.check_output(f"supervisorctl pid {SERVICE}")
+    return int(out.strip())
+
+
+def test_systemd_is_pid1(host):
+    assert host.file("/proc/1/comm").content_string.strip() == "systemd"
+
+
+def test_service_runs_as_non_root(mirror_host):
+    host = mirror_host
+    if _manager(host) == "systemd":
+        svc = host.service(SERVICE)
+        assert svc.is_running
+        assert svc.is_enabled
+        assert host.check_output(f"systemctl show -p User --value {SERVICE}") == USER
+        assert host.check_output(f"systemctl show -p NoNewPrivileges --value {SERVICE}") == "yes"
+        assert host.check_output(f"systemctl show -p ProtectSystem --value {SERVICE}") == "strict"
+    else:
+        assert "RUNNING" in host.check_output(f"supervisorctl status {SERVICE}")
+        assert not host.file(f"/etc/systemd/system/{SERVICE}.service").exists
+    pid = _main_pid(host)
+    assert pid > 0
+    # the program and every child (Spark driver JVM) run as the service user
+    users = host.check_output(f"ps -o user= --pid {pid} --ppid {pid}").split()
+    assert users and set(users) == {USER}
+    java = host.check_output(f"pgrep -u {USER} -f java || true")
+    assert java, "no JVM of the service user"
+
+
+def test_files_owners_and_modes(mirror_host):
+    host = mirror_host
+    conf = host.file("/etc/kafka-mirror/mm2.properties")
+    assert conf.user == USER and conf.mode == 0o600
+    assert "src->dst.enabled=true" in conf.content_string
+    d = host.file("/etc/kafka-mirror")
+    assert d.user == "root" and d.group == USER and d.mode == 0o750
+    state = host.file("/var/lib/kafka-mirror")
+    assert state.user == USER and state.mode == 0o750
+    jar = host.file("/opt/kafka-mirror/jmx/jmx_prometheus_javaagent-1.0.1.jar")
+    assert jar.exists and jar.user == "root"
+
+
+def test_binary_file_copied_byte_for_byte(mirror_host):
+    host = mirror_host
+    local = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule/_shared/files/binary.keytab")
+    import hashlib
+
+    want = hashlib.sha256(open(local, "rb").read()).hexdigest()
+    f = host.file("/etc/kafka-mirror/test-binary.keytab")
+    assert f.user == USER and f.mode == 0o400
+    assert f.sha256sum == want
+
+
+def test_jmx_exporter_answers(mirror_host):
+    host = mirror_host
+    assert host.socket("tcp://0.0.0.0:9404").is_listening or host.socket("tcp://:::9404").is_listening
+    out = ""
+    for _ in range(30):
+        out = host.run("curl -sf http://127.0.0.1:9404/metrics").stdout
+        if "jvm_" in out:
+            break
+        time.sleep(2)
+    assert "jvm_" in out or "java_lang_" in out
+
+
+def test_records_mirrored_with_partitions(mirror_host):
+    """Produce to chosen partitions of a selected source topic; the same records appear on the
+    destination topic (DefaultReplicationPolicy name) in the same partitions."""
+    from confluent_kafka import Consumer, Producer
+
+    topic = "molecule.orders"  # created by the scenario's prepare step with 3 partitions
+    marker = uuid.uuid4().hex
+    p = Producer({"bootstrap.servers": SOURCE})
+    sent = {}
+    for i in range(30):
+        part = i % 3
+        key = f"{marker}-{i}".encode()
+        p.produce(topic, key=key, value=b"v%d" % i, partition=part)
+        sent[key] = part
+    assert p.flush(30) == 0
+
+    c = Consumer({"bootstrap.servers": DESTINATION, "group.id": f"molecule-{marker}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([f"src.{topic}"])
+    got = {}
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and len(got) < len(sent):
+            msg = c.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            if msg.key() in sent:
+                got[msg.key()] = msg.partition()
+    finally:
+        c.close()
+    assert len(got) == len(sent), f"{len(got)}/{len(sent)} records mirrored"
+    assert got == sent

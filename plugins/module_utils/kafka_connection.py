@@ -1,0 +1,231 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) kafka.mirror contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Shared connection settings for the kafka.mirror modules.
+
+One connection argument spec is defined once and instantiated with a prefix for each side
+(``source_`` and ``destination_``), in the style of community.postgresql. The same settings are
+translated into librdkafka properties (confluent-kafka) and kafka-python keyword arguments.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+import traceback
+
+CONFLUENT_IMP_ERR = None
+try:
+    from confluent_kafka.admin import AdminClient  # noqa: F401 pylint: disable=unused-import
+    HAS_CONFLUENT_KAFKA = True
+except ImportError:
+    CONFLUENT_IMP_ERR = traceback.format_exc()
+    HAS_CONFLUENT_KAFKA = False
+
+KAFKA_PYTHON_IMP_ERR = None
+try:
+    from kafka.admin import KafkaAdminClient  # noqa: F401 pylint: disable=unused-import
+    HAS_KAFKA_PYTHON = True
+except ImportError:
+    KAFKA_PYTHON_IMP_ERR = traceback.format_exc()
+    HAS_KAFKA_PYTHON = False
+
+SIDES = ('source', 'destination')
+
+SECURITY_PROTOCOLS = ['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL']
+SASL_MECHANISMS = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'GSSAPI']
+
+# MirrorMaker 2 defaults (DefaultTopicFilter): topics never selected unless asked for.
+MM2_DEFAULT_TOPICS_EXCLUDE = [r'.*[\-\.]internal', r'.*\.replica', r'__.*']
+
+# Topics never touched by the modules, whatever the include regexes say.
+INTERNAL_TOPIC_RE = re.compile(r'^(__.*|.*[\-.]internal)$')
+
+
+def _base_spec():
+    """Connection options without prefix; each is exposed as ``<side>_<name>``."""
+    return dict(
+        bootstrap_servers=dict(type='list', elements='str', required=True),
+        security_protocol=dict(type='str', default='PLAINTEXT', choices=SECURITY_PROTOCOLS),
+        sasl_mechanism=dict(type='str', choices=SASL_MECHANISMS),
+        sasl_username=dict(type='str'),
+        sasl_password=dict(type='str', no_log=True),
+        kerberos_principal=dict(type='str'),
+        kerberos_keytab=dict(type='path', no_log=False),
+        kerberos_service_name=dict(type='str', default='kafka'),
+        ssl_ca_location=dict(type='path'),
+        ssl_certificate_location=dict(type='path'),
+        ssl_key_location=dict(type='path', no_log=False),
+        ssl_key_password=dict(type='str', no_log=True),
+        ssl_check_hostname=dict(type='bool', default=True),
+        client_properties=dict(type='dict', default={}),
+    )
+
+
+def connection_argument_spec(sides=SIDES):
+    """Argument spec with ``<side>_<option>`` for each side, built from one definition."""
+    spec = {}
+    for side in sides:
+        for name, opts in _base_spec().items():
+            spec['%s_%s' % (side, name)] = dict(opts)
+    spec['timeout'] = dict(type='int', default=30)
+    return spec
+
+
+def connection_required_if(sides=SIDES):
+    rules = []
+    for side in sides:
+        rules.append(('%s_sasl_mechanism' % side, 'PLAIN', ('%s_sasl_username' % side, '%s_sasl_password' % side)))
+        rules.append(('%s_sasl_mechanism' % side, 'SCRAM-SHA-256', ('%s_sasl_username' % side, '%s_sasl_password' % side)))
+        rules.append(('%s_sasl_mechanism' % side, 'SCRAM-SHA-512', ('%s_sasl_username' % side, '%s_sasl_password' % side)))
+        rules.append(('%s_security_protocol' % side, 'SASL_PLAINTEXT', ('%s_sasl_mechanism' % side,)))
+        rules.append(('%s_security_protocol' % side, 'SASL_SSL', ('%s_sasl_mechanism' % side,)))
+    return rules
+
+
+def side_params(params, side):
+    """The connection settings of one side, without the prefix."""
+    prefix = side + '_'
+    return dict((k[len(prefix):], v) for k, v in params.items() if k.startswith(prefix))
+
+
+def librdkafka_config(params, side, timeout=30):
+    """librdkafka (confluent-kafka) properties for one side."""
+    p = side_params(params, side)
+    conf = {
+        'bootstrap.servers': ','.join(p['bootstrap_servers']),
+        'security.protocol': p['security_protocol'],
+        'socket.timeout.ms': int(timeout) * 1000,
+        'client.id': 'kafka.mirror-ansible',
+    }
+    if p.get('sasl_mechanism'):
+        conf['sasl.mechanism'] = p['sasl_mechanism']
+        if p['sasl_mechanism'] == 'GSSAPI':
+            conf['sasl.kerberos.service.name'] = p.get('kerberos_service_name') or 'kafka'
+            if p.get('kerberos_principal'):
+                conf['sasl.kerberos.principal'] = p['kerberos_principal']
+            if p.get('kerberos_keytab'):
+                conf['sasl.kerberos.keytab'] = p['kerberos_keytab']
+        else:
+            conf['sasl.username'] = p.get('sasl_username')
+            conf['sasl.password'] = p.get('sasl_password')
+    if p.get('ssl_ca_location'):
+        conf['ssl.ca.location'] = p['ssl_ca_location']
+    if p.get('ssl_certificate_location'):
+        conf['ssl.certificate.location'] = p['ssl_certificate_location']
+    if p.get('ssl_key_location'):
+        conf['ssl.key.location'] = p['ssl_key_location']
+    if p.get('ssl_key_password'):
+        conf['ssl.key.password'] = p['ssl_key_password']
+    if p['security_protocol'] in ('SSL', 'SASL_SSL'):
+        conf['ssl.endpoint.identification.algorithm'] = 'https' if p.get('ssl_check_hostname', True) else 'none'
+    for key, value in (p.get('client_properties') or {}).items():
+        conf[key] = value
+    return conf
+
+
+def kafka_python_config(params, side, timeout=30):
+    """kafka-python keyword arguments for one side (used where confluent-kafka has no API)."""
+    p = side_params(params, side)
+    conf = dict(
+        bootstrap_servers=list(p['bootstrap_servers']),
+        security_protocol=p['security_protocol'],
+        request_timeout_ms=int(timeout) * 1000,
+        client_id='kafka.mirror-ansible',
+    )
+    if p.get('sasl_mechanism'):
+        conf['sasl_mechanism'] = p['sasl_mechanism']
+        if p['sasl_mechanism'] == 'GSSAPI':
+            conf['sasl_kerberos_service_name'] = p.get('kerberos_service_name') or 'kafka'
+            if p.get('kerberos_keytab'):
+                # MIT Kerberos picks initial credentials from the client keytab on demand.
+                os.environ['KRB5_CLIENT_KTNAME'] = p['kerberos_keytab']
+        else:
+            conf['sasl_plain_username'] = p.get('sasl_username')
+            conf['sasl_plain_password'] = p.get('sasl_password')
+    if p['security_protocol'] in ('SSL', 'SASL_SSL'):
+        conf['ssl_check_hostname'] = bool(p.get('ssl_check_hostname', True))
+        if p.get('ssl_ca_location'):
+            conf['ssl_cafile'] = p['ssl_ca_location']
+        if p.get('ssl_certificate_location'):
+            conf['ssl_certfile'] = p['ssl_certificate_location']
+        if p.get('ssl_key_location'):
+            conf['ssl_keyfile'] = p['ssl_key_location']
+        if p.get('ssl_key_password'):
+            conf['ssl_password'] = p['ssl_key_password']
+    return conf
+
+
+def check_confluent_kafka(module):
+    if not HAS_CONFLUENT_KAFKA:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib('confluent-kafka'), exception=CONFLUENT_IMP_ERR)
+
+
+def check_kafka_python(module):
+    if not HAS_KAFKA_PYTHON:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib('kafka-python>=3.0'), exception=KAFKA_PYTHON_IMP_ERR)
+
+
+def admin_client(params, side, timeout=30):
+    from confluent_kafka.admin import AdminClient as _AdminClient
+    return _AdminClient(librdkafka_config(params, side, timeout))
+
+
+def is_internal_topic(name, internal_flag=False):
+    return bool(internal_flag) or bool(INTERNAL_TOPIC_RE.match(name))
+
+
+def _compile(patterns):
+    return [re.compile(p) for p in patterns or []]
+
+
+def select_topics(names, include, exclude):
+    """MirrorMaker 2 selection: a topic is selected when it fully matches one include regex
+    and no exclude regex. Internal topics are never selected."""
+    inc = _compile(include)
+    exc = _compile(exclude)
+    selected = []
+    for name in sorted(names):
+        if is_internal_topic(name):
+            continue
+        if not any(r.fullmatch(name) for r in inc):
+            continue
+        if any(r.fullmatch(name) for r in exc):
+            continue
+        selected.append(name)
+    return selected
+
+
+def destination_topic_name(topic, policy, source_alias, separator='.'):
+    if policy == 'identity':
+        return topic
+    return '%s%s%s' % (source_alias, separator, topic)
+
+
+def is_cycle(topic, policy, destination_alias, separator='.'):
+    """DefaultReplicationPolicy cycle detection: a source topic that already came from the
+    destination cluster (``<destination_alias><sep>...`` somewhere in its prefix chain) is not
+    mirrored back."""
+    if policy != 'default' or not destination_alias:
+        return False
+    parts = topic.split(separator)
+    return destination_alias in parts[:-1]
+
+
+def list_topic_metadata(client, timeout):
+    """{topic: partition_count} for every topic the client may describe, errors raised."""
+    md = client.list_topics(timeout=timeout)
+    result = {}
+    for name, tmd in md.topics.items():
+        if tmd.error is not None:
+            raise KafkaModuleError('cannot describe topic %s: %s' % (name, tmd.error))
+        result[name] = len(tmd.partitions)
+    return result
+
+
+class KafkaModuleError(Exception):
+    pass

@@ -358,7 +358,14 @@ def machine_busy_ticks() -> int:
 
 
 class TreeSampler:
-    """Samples CPU ticks and RSS of a process tree every ``interval`` seconds."""
+    """Samples CPU ticks and RSS of a process tree every ``interval`` seconds.
+
+    Memory counts only processes that have lived for at least ``MIN_AGE`` seconds: a JVM that
+    starts a helper (``chmod``, ``readlink``, ``jspawnhelper``) forks first, and until the exec
+    the child shows the parent's whole RSS -- counting it would double the figure.
+    """
+
+    MIN_AGE = 0.4
 
     def __init__(self, root: int, interval: float = SAMPLE_INTERVAL) -> None:
         self.root = root
@@ -366,6 +373,7 @@ class TreeSampler:
         self.ticks: dict[tuple[int, int], int] = {}  # (pid, starttime) -> utime+stime
         self.hwm_kb: dict[tuple[int, int], int] = {}
         self.names: dict[tuple[int, int], str] = {}
+        self.first_seen: dict[tuple[int, int], float] = {}
         self.peak_rss_kb = 0
         self.samples = 0
         self._lock = threading.Lock()
@@ -383,6 +391,7 @@ class TreeSampler:
 
     def sample(self) -> None:
         rss_total = 0
+        now = time.monotonic()
         with self._lock:
             for pid in process_tree(self.root):
                 stat = _read_stat(pid)
@@ -390,10 +399,12 @@ class TreeSampler:
                     continue
                 ident = (pid, stat[1])
                 self.ticks[ident] = max(self.ticks.get(ident, 0), stat[2])
+                self.names[ident] = _comm(pid)  # latest: a launcher script may exec java
+                if now - self.first_seen.setdefault(ident, now) < self.MIN_AGE:
+                    continue
                 rss, hwm = _read_rss_kb(pid)
                 rss_total += rss
                 self.hwm_kb[ident] = max(self.hwm_kb.get(ident, 0), hwm)
-                self.names[ident] = _comm(pid)  # latest: a launcher script may exec java
             self.peak_rss_kb = max(self.peak_rss_kb, rss_total)
             self.samples += 1
 

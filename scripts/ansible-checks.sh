@@ -6,7 +6,9 @@
 # Creates .venv-ansible from requirements-ansible.txt when missing. Exits non-zero on any failure.
 #   units:   pytest unit tests of module_utils and filters (tests/unit/plugins)
 #   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
-#            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml)
+#            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml), then against a third one with
+#            SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners (tests/integration/modules_secured.yml,
+#            run with -vvv; fails when a password shows up in the output)
 # Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|modules ...]   (default: lint sanity importer units)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -111,6 +113,39 @@ run_modules() {
     ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
       -e src_port=29092 -e dst_port=29192 "$REPO/tests/integration/modules.yml" || rc=1
   fi
+  # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners and random passwords.
+  local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log
+  if [ $rc -eq 0 ]; then
+    python "$REPO/tests/integration/secured_cluster.py" "$WORK/secured" "$vars" >"$WORK/secured-cluster.log" 2>&1 &
+    secured_pid=$!
+    for _ in $(seq 240); do
+      [ -f "$vars" ] && break
+      kill -0 "$secured_pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    cat "$WORK/secured-cluster.log"
+    [ -f "$vars" ] || { echo "secured cluster did not start"; tail -30 "$WORK"/secured/secured.log 2>/dev/null; rc=1; }
+  fi
+  if [ $rc -eq 0 ]; then
+    # -vvv: module arguments and results are in the output, which must not hold any password
+    if ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -vvv -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
+         -e src_port=29092 -e dst_port=29192 -e "@$vars" "$REPO/tests/integration/modules_secured.yml" >"$play_log" 2>&1; then
+      grep -E '^(TASK \[|localhost +:)' "$play_log" || true
+    else
+      tail -150 "$play_log"; echo "modules_secured.yml failed (full -vvv output: $play_log)"; rc=1
+    fi
+    local leaked
+    leaked=$(python - "$vars" "$play_log" <<'PY'
+import json
+import sys
+secrets = json.load(open(sys.argv[1]))
+text = open(sys.argv[2], errors='replace').read()
+print(' '.join(k for k in ('plain_password', 'scram_password', 'wrong_password') if secrets[k] in text))
+PY
+)
+    if [ -n "$leaked" ]; then echo "SECRET LEAK: $leaked found in the -vvv output"; rc=1; else echo "no password in the -vvv output ($(wc -l <"$play_log") lines)"; fi
+  fi
+  if [ -n "$secured_pid" ]; then kill -TERM "$secured_pid" 2>/dev/null || true; wait "$secured_pid" 2>/dev/null || true; fi
   bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-src || true
   bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-dst || true
   return $rc

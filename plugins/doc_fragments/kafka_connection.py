@@ -22,6 +22,9 @@ requirements:
 notes:
   - Secrets (O(source_sasl_password), O(destination_sasl_password), the key passwords) are
     marked C(no_log) and never appear in results, diffs or logs.
+  - A cluster that refuses the credentials or whose certificate cannot be verified fails the module
+    at once (not after O(timeout)), with a message naming the side (C(source cluster) or
+    C(destination cluster)), its bootstrap servers, protocol, mechanism and user name.
   - For C(GSSAPI), the Kerberos client libraries and a C(krb5.conf) must be present on the host
     that runs the module; set E(KRB5_CONFIG) when it is not at the default path.
 '''

@@ -12,9 +12,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
+import logging
 import os
 import re
+import time
 import traceback
+
+from ansible.module_utils.common.text.converters import to_text
 
 CONFLUENT_IMP_ERR = None
 try:
@@ -173,6 +178,126 @@ def check_kafka_python(module):
 def admin_client(params, side, timeout=30):
     from confluent_kafka.admin import AdminClient as _AdminClient
     return _AdminClient(librdkafka_config(params, side, timeout))
+
+
+def _quiet_logger(name):
+    logger = logging.getLogger(name)
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger
+
+
+def describe_side(params, side):
+    """``destination cluster (host:9093, SASL_PLAINTEXT SCRAM-SHA-512 user mirror)``, no secrets."""
+    p = side_params(params, side)
+    how = p['security_protocol']
+    if p.get('sasl_mechanism'):
+        how += ' ' + p['sasl_mechanism']
+        user = p.get('kerberos_principal') if p['sasl_mechanism'] == 'GSSAPI' else p.get('sasl_username')
+        if user:
+            how += ' user %s' % user
+    return '%s cluster (%s, %s)' % (side, ','.join(p['bootstrap_servers']), how)
+
+
+def connected_admin_client(params, side, timeout=30):
+    """A confluent-kafka AdminClient for one side that has answered a metadata request.
+
+    Authentication and TLS handshake failures are reported at once (librdkafka would otherwise
+    retry them until the timeout and then only say "transport failure"); every failure is a
+    KafkaModuleError naming the side."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient as _AdminClient
+    errors = []
+    conf = librdkafka_config(params, side, timeout)
+    conf['error_cb'] = errors.append
+    conf['logger'] = _quiet_logger('kafka.mirror.librdkafka')
+    client = _AdminClient(conf)
+    fatal = (KafkaError._AUTHENTICATION, KafkaError._SSL)  # pylint: disable=protected-access
+    deadline = time.time() + timeout
+    while True:
+        try:
+            client.list_topics(timeout=max(0.1, min(1.0, deadline - time.time())))
+            del errors[:]
+            return client
+        except KafkaException as e:
+            client.poll(0)
+            bad = [err for err in errors if err.code() in fatal]
+            if bad:
+                kind = 'authentication failed' if bad[-1].code() == KafkaError._AUTHENTICATION else 'TLS handshake failed'  # pylint: disable=protected-access
+                raise KafkaModuleError('%s: %s: %s' % (describe_side(params, side), kind, bad[-1].str()))
+            if time.time() >= deadline:
+                last = errors[-1].str() if errors else to_text(e)
+                raise KafkaModuleError('%s: no answer within %s s: %s' % (describe_side(params, side), timeout, last))
+
+
+@contextlib.contextmanager
+def on_side(params, side):
+    """Re-raise any failure of the requests made in the block as a KafkaModuleError naming the side."""
+    try:
+        yield
+    except KafkaModuleError:
+        raise
+    except Exception as e:  # pylint: disable=broad-except
+        raise KafkaModuleError('%s: %s' % (describe_side(params, side), to_text(e)))
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        logging.Handler.__init__(self, logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def _kafka_python_failure(records):
+    """(fatal, message) of the last connection error kafka-python logged, or (False, None)."""
+    from kafka.errors import AuthorizationError, SaslAuthenticationFailedError
+    found = (False, None)
+    for record in records:
+        for arg in record.args if isinstance(record.args, tuple) else ():
+            if not isinstance(arg, Exception):
+                continue
+            text = to_text(arg)
+            if isinstance(arg, (SaslAuthenticationFailedError, AuthorizationError)):
+                found = (True, 'authentication failed: %s' % text)
+            elif 'Handshake failed' in text or 'SSL' in text:
+                found = (True, 'TLS handshake failed: %s' % text)
+            elif not found[0]:
+                found = (False, text)
+    return found
+
+
+def kafka_python_admin_client(params, side, timeout=30):
+    """A kafka-python KafkaAdminClient for one side; failures are KafkaModuleError naming the side.
+
+    kafka-python retries authentication and TLS failures until its bootstrap timeout and then only
+    says "Unable to bootstrap": the client is built with short bootstrap attempts, and the errors
+    it logs are inspected between them."""
+    from kafka.admin import KafkaAdminClient as _KafkaAdminClient
+    from kafka import errors as kafka_errors
+    retry_on = (kafka_errors.KafkaTimeoutError, getattr(kafka_errors, 'NoBrokersAvailable', kafka_errors.KafkaTimeoutError))
+    handler = _Records()
+    logger = logging.getLogger('kafka')
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    deadline = time.time() + timeout
+    try:
+        while True:
+            attempt = max(0.5, min(3.0, deadline - time.time()))
+            del handler.records[:]
+            try:
+                return _KafkaAdminClient(bootstrap_timeout_ms=int(attempt * 1000), **kafka_python_config(params, side, timeout))
+            except retry_on as e:
+                fatal, text = _kafka_python_failure(handler.records)
+                if fatal:
+                    raise KafkaModuleError('%s: %s' % (describe_side(params, side), text))
+                if time.time() >= deadline:
+                    raise KafkaModuleError('%s: no answer within %s s: %s' % (describe_side(params, side), timeout, text or to_text(e)))
+    finally:
+        logger.removeHandler(handler)
 
 
 def is_internal_topic(name, internal_flag=False):

@@ -135,10 +135,12 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import (
     MM2_DEFAULT_TOPICS_EXCLUDE,
+    KafkaModuleError,
     check_kafka_python,
     connection_argument_spec,
     connection_required_if,
-    kafka_python_config,
+    kafka_python_admin_client,
+    on_side,
     select_topics,
 )
 
@@ -150,11 +152,6 @@ def _human(n):
             return '%.1f %s' % (n, unit) if unit != 'B' else '%d B' % n
         n /= 1024
     return str(n)
-
-
-def _admin(params, side):
-    from kafka.admin import KafkaAdminClient
-    return KafkaAdminClient(**kafka_python_config(params, side, params['timeout']))
 
 
 def source_sizes(admin, include, exclude):
@@ -233,17 +230,21 @@ def main():
     check_kafka_python(module)
     p = module.params
     try:
-        src = _admin(p, 'source')
+        src = kafka_python_admin_client(p, 'source', p['timeout'])
         try:
-            sizes = source_sizes(src, p['topics'], p['topics_exclude'])
+            with on_side(p, 'source'):
+                sizes = source_sizes(src, p['topics'], p['topics_exclude'])
         finally:
             src.close()
-        dst = _admin(p, 'destination')
+        dst = kafka_python_admin_client(p, 'destination', p['timeout'])
         try:
-            brokers = destination_dirs(dst)
-            rf = p['replication_factor'] if p['replication_factor'] > 0 else default_replication_factor(dst)
+            with on_side(p, 'destination'):
+                brokers = destination_dirs(dst)
+                rf = p['replication_factor'] if p['replication_factor'] > 0 else default_replication_factor(dst)
         finally:
             dst.close()
+    except KafkaModuleError as e:
+        module.fail_json(msg=to_native(e), exception=traceback.format_exc())
     except Exception as e:  # pylint: disable=broad-except
         module.fail_json(msg='Kafka request failed: %s' % to_native(e), exception=traceback.format_exc())
 

@@ -180,12 +180,13 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import (
     MM2_DEFAULT_TOPICS_EXCLUDE,
     KafkaModuleError,
-    admin_client,
     check_confluent_kafka,
+    connected_admin_client,
     connection_argument_spec,
     connection_required_if,
     destination_topic_name,
     is_cycle,
+    on_side,
     select_topics,
 )
 
@@ -243,19 +244,21 @@ def plan(module, src, dst):
     if p['replication_policy'] == 'default' and not p['source_alias']:
         module.fail_json(msg='source_alias is required with replication_policy=default')
 
-    src_names = list(src.list_topics(timeout=timeout).topics.keys())
-    selected = select_topics(src_names, p['topics'], p['topics_exclude'])
-    skipped = [t for t in selected if is_cycle(t, p['replication_policy'], p['destination_alias'], p['replication_policy_separator'])]
-    selected = [t for t in selected if t not in skipped]
-    src_parts = describe_partitions(src, selected, timeout)
-    selected = [t for t in selected if not src_parts[t][2]]  # internal flag from the broker
-    src_cfgs = describe_topic_configs(src, selected, timeout, explicit_only=True) if p['sync_configs'] else {}
+    with on_side(p, 'source'):
+        src_names = list(src.list_topics(timeout=timeout).topics.keys())
+        selected = select_topics(src_names, p['topics'], p['topics_exclude'])
+        skipped = [t for t in selected if is_cycle(t, p['replication_policy'], p['destination_alias'], p['replication_policy_separator'])]
+        selected = [t for t in selected if t not in skipped]
+        src_parts = describe_partitions(src, selected, timeout)
+        selected = [t for t in selected if not src_parts[t][2]]  # internal flag from the broker
+        src_cfgs = describe_topic_configs(src, selected, timeout, explicit_only=True) if p['sync_configs'] else {}
 
     mapping = dict((t, destination_topic_name(t, p['replication_policy'], p['source_alias'], p['replication_policy_separator'])) for t in selected)
-    dst_existing = set(dst.list_topics(timeout=timeout).topics.keys())
-    existing = [d for d in mapping.values() if d in dst_existing]
-    dst_parts = describe_partitions(dst, existing, timeout)
-    dst_cfgs = describe_topic_configs(dst, existing, timeout, explicit_only=False)
+    with on_side(p, 'destination'):
+        dst_existing = set(dst.list_topics(timeout=timeout).topics.keys())
+        existing = [d for d in mapping.values() if d in dst_existing]
+        dst_parts = describe_partitions(dst, existing, timeout)
+        dst_cfgs = describe_topic_configs(dst, existing, timeout, explicit_only=False)
 
     excluded_cfg = set(p['configs_exclude'])
     overrides = dict((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (p['config_overrides'] or {}).items())
@@ -337,13 +340,14 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, required_if=connection_required_if(), supports_check_mode=True)
     check_confluent_kafka(module)
     try:
-        src = admin_client(module.params, 'source', module.params['timeout'])
-        dst = admin_client(module.params, 'destination', module.params['timeout'])
+        src = connected_admin_client(module.params, 'source', module.params['timeout'])
+        dst = connected_admin_client(module.params, 'destination', module.params['timeout'])
         actions, report, before, after = plan(module, src, dst)
         if actions and not module.check_mode:
-            apply(module, dst, actions)
+            with on_side(module.params, 'destination'):
+                apply(module, dst, actions)
     except KafkaModuleError as e:
-        module.fail_json(msg=to_native(e))
+        module.fail_json(msg=to_native(e), exception=traceback.format_exc())
     except Exception as e:  # pylint: disable=broad-except
         module.fail_json(msg='Kafka request failed: %s' % to_native(e), exception=traceback.format_exc())
     report['changed'] = bool(actions)

@@ -3,13 +3,21 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import logging
+
+import pytest
+
 from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import (
     MM2_DEFAULT_TOPICS_EXCLUDE,
+    KafkaModuleError,
+    _kafka_python_failure,
     connection_argument_spec,
+    describe_side,
     destination_topic_name,
     is_cycle,
     kafka_python_config,
     librdkafka_config,
+    on_side,
     select_topics,
 )
 
@@ -65,3 +73,48 @@ def test_gssapi_settings_per_side():
     assert c['sasl.kerberos.service.name'] == 'kafka'
     k = kafka_python_config(p, 'destination')
     assert k['sasl_mechanism'] == 'GSSAPI' and k['sasl_kerberos_service_name'] == 'kafka'
+
+
+def test_kafka_python_config_sasl_scram_and_tls():
+    p = _params(destination_security_protocol='SASL_SSL', destination_sasl_mechanism='SCRAM-SHA-512',
+                destination_sasl_username='u', destination_sasl_password='s3cret', destination_ssl_ca_location='/ca.pem')
+    k = kafka_python_config(p, 'destination')
+    assert k['security_protocol'] == 'SASL_SSL' and k['sasl_mechanism'] == 'SCRAM-SHA-512'
+    assert k['sasl_plain_username'] == 'u' and k['sasl_plain_password'] == 's3cret'
+    assert k['ssl_cafile'] == '/ca.pem' and k['ssl_check_hostname'] is True
+
+
+def test_describe_side_names_the_side_and_never_the_password():
+    p = _params(destination_security_protocol='SASL_PLAINTEXT', destination_sasl_mechanism='SCRAM-SHA-512',
+                destination_sasl_username='mirror', destination_sasl_password='s3cret-pw')
+    text = describe_side(p, 'destination')
+    assert text == 'destination cluster (c:3, SASL_PLAINTEXT SCRAM-SHA-512 user mirror)'
+    assert describe_side(p, 'source') == 'source cluster (a:1,b:2, PLAINTEXT)'
+
+
+def test_on_side_wraps_errors_with_the_side():
+    p = _params()
+    with pytest.raises(KafkaModuleError, match=r'^destination cluster \(c:3, PLAINTEXT\): boom$'):
+        with on_side(p, 'destination'):
+            raise RuntimeError('boom')
+    with pytest.raises(KafkaModuleError, match='^already named$'):
+        with on_side(p, 'source'):
+            raise KafkaModuleError('already named')
+
+
+def _record(msg, *args):
+    return logging.LogRecord('kafka.net.manager', logging.WARNING, __file__, 1, msg, args, None)
+
+
+def test_kafka_python_failures_auth_and_tls_are_fatal_others_retried():
+    errors = pytest.importorskip('kafka.errors')
+    auth = _record('Bootstrap connection to %s failed: %s', 'bootstrap-0', errors.SaslAuthenticationFailedError('Invalid username or password'))
+    tls = _record('Connection failed: %s', errors.KafkaConnectionError('Handshake failed: [SSL: CERTIFICATE_VERIFY_FAILED]'))
+    refused = _record('Connection failed: %s', errors.KafkaConnectionError('111 ECONNREFUSED'))
+    fatal, text = _kafka_python_failure([refused, auth])
+    assert fatal and text.startswith('authentication failed') and 'Invalid username' in text
+    fatal, text = _kafka_python_failure([tls])
+    assert fatal and text.startswith('TLS handshake failed')
+    fatal, text = _kafka_python_failure([refused])
+    assert not fatal and text.endswith('111 ECONNREFUSED')
+    assert _kafka_python_failure([_record('no args')]) == (False, None)

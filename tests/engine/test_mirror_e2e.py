@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -304,3 +304,43 @@ def test_destination_that_cannot_grow_is_a_clear_error(
     assert run.returncode == 1, run.stderr[-2000:]
     assert (f"target topic '{topic}' on cluster 'guarded' has 1 partitions, source topic "
             f"'{topic}' has 3, and it cannot be grown") in run.stderr
+
+
+def test_legacy_mm1_flags_mirror_with_partitions_and_names_kept(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    topic = f"mm1-{unique_topic}"
+    source_cluster.create_topic(topic, 3)
+    _produce(source_cluster, topic, 3, 300, "mm1")
+    consumer = tmp_path / "consumer.properties"
+    consumer.write_text(f"bootstrap.servers={source_cluster.bootstrap}\n"
+                        f"group.id=mm1-{unique_topic}\nauto.offset.reset=earliest\n")
+    producer = tmp_path / "producer.properties"
+    producer.write_text(f"bootstrap.servers={destination_cluster.bootstrap}\nacks=all\n")
+    mirror = MirrorProcess(
+        ["legacy", "--consumer.config", str(consumer), "--producer.config", str(producer),
+         "--whitelist", f"{topic},nothing-else", "--num.streams", "2",
+         "--offset.commit.interval.ms", "1000", "--state-dir", str(tmp_path / "state"),
+         "--spark-conf", "spark.driver.memory=768m"],
+        tmp_path / "legacy.log",
+    ).start()
+    try:
+        wait_for(lambda: _mirror_has(destination_cluster, topic, {0: 100, 1: 100, 2: 100}),
+                 180, "MM1-style mirror", mirror)
+        _same(source_cluster, destination_cluster, topic, topic)
+        # the consumer config's group shows the mirror's position to standard lag tools
+        admin = source_cluster.admin()
+        request = ConsumerGroupTopicPartitions(
+            f"mm1-{unique_topic}", [TopicPartition(topic, p) for p in range(3)]
+        )
+
+        def committed() -> bool:
+            (future,) = admin.list_consumer_group_offsets([request]).values()
+            return all(tp.offset == 100 for tp in future.result().topic_partitions)
+
+        wait_for(committed, 60, "positions committed to the MM1 group", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0
+    finally:
+        mirror.cleanup()

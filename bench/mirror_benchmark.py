@@ -60,7 +60,7 @@ from typing import Any
 from confluent_kafka import Producer, TopicPartition, libversion
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_mirror.localcluster import LocalKafkaCluster, tail, write_properties
+from kafka_mirror.localcluster import LocalKafkaCluster, stop_process, tail, write_properties
 from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 SOURCE_TOPIC = "bench"
@@ -813,15 +813,7 @@ class KafkaMirrorProcess:
     def stop(self, sampler: TreeSampler | None, timeout: float = 60.0) -> None:
         proc = self.proc
         if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    proc.wait(timeout=30)
+            stop_process(proc, timeout)
             # The Spark driver JVM exits when its Python parent does; make sure, by PID.
             if sampler is not None:
                 deadline = time.monotonic() + 15

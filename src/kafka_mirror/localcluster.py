@@ -128,6 +128,20 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return ""
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """SIGTERM a process we started, wait up to ``timeout`` s, then SIGKILL that PID."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait(timeout=30)
+    return proc.returncode
+
+
 class JvmProcess:
     """One JVM child process, logging (stdout + stderr) to a file, stopped by its PID only."""
 
@@ -183,16 +197,7 @@ class JvmProcess:
         proc = self._proc
         code: int | None = None
         if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    proc.wait(timeout=30)
-            code = proc.returncode
+            code = stop_process(proc, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None

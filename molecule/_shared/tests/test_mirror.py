@@ -100,10 +100,10 @@ def test_jmx_exporter_answers(mirror_host):
     assert "jvm_" in out or "java_lang_" in out
 
 
-def test_records_mirrored_with_partitions(mirror_host):
+def test_records_mirrored_with_partitions(mirror_host, read_mirrored):
     """Produce to chosen partitions of a selected source topic; the same records appear on the
     destination topic (DefaultReplicationPolicy name) in the same partitions."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
 
     topic = "molecule.orders"  # created by the scenario's prepare step with 3 partitions
     marker = uuid.uuid4().hex
@@ -116,19 +116,6 @@ def test_records_mirrored_with_partitions(mirror_host):
         sent[key] = part
     assert p.flush(30) == 0
 
-    c = Consumer({"bootstrap.servers": DESTINATION, "group.id": f"molecule-{marker}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([f"src.{topic}"])
-    got = {}
-    deadline = time.time() + 240
-    try:
-        while time.time() < deadline and len(got) < len(sent):
-            msg = c.poll(1.0)
-            if msg is None or msg.error():
-                continue
-            if msg.key() in sent:
-                got[msg.key()] = msg.partition()
-    finally:
-        c.close()
+    got = read_mirrored(f"src.{topic}", sent, f"molecule-{marker}", 240)
     assert len(got) == len(sent), f"{len(got)}/{len(sent)} records mirrored"
     assert got == sent

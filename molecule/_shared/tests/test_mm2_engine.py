@@ -130,11 +130,11 @@ def test_logs_through_the_role_log4j_config(mm2_host):
     assert " INFO " in out
 
 
-def test_records_mirrored_with_partitions(mm2_host):
+def test_records_mirrored_with_partitions(mm2_host, read_mirrored):
     """Records produced to chosen partitions of a selected source topic appear on
     <source alias>.<topic> (DefaultReplicationPolicy) in the same partitions; a topic that is not
     selected is not mirrored; MirrorMaker 2's own heartbeats reach the destination."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
     host = mm2_host
@@ -151,21 +151,8 @@ def test_records_mirrored_with_partitions(mm2_host):
     p.produce("other.not-selected", key=marker.encode(), value=b"x")
     assert p.flush(30) == 0
 
-    c = Consumer({"bootstrap.servers": DESTINATION, "group.id": f"molecule-mm2-{marker}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "topic.metadata.refresh.interval.ms": 2000})
-    c.subscribe([mirrored])
-    got = {}
-    deadline = time.time() + 180
-    try:
-        while time.time() < deadline and len(got) < len(sent):
-            msg = c.poll(1.0)
-            if msg is None or msg.error():
-                continue
-            if msg.key() in sent:
-                got[msg.key()] = msg.partition()
-    finally:
-        c.close()
+    got = read_mirrored(mirrored, sent, f"molecule-mm2-{marker}", 180,
+                        **{"topic.metadata.refresh.interval.ms": 2000})
     assert len(got) == len(sent), f"{len(got)}/{len(sent)} records mirrored to {mirrored}"
     assert got == sent
 

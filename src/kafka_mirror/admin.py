@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -28,14 +27,13 @@ _FATAL_CODES = frozenset(
 class ClusterAdmin:
     """An AdminClient for one cluster that remembers fatal client errors (bad credentials)."""
 
-    def __init__(self, cluster: ClusterSpec, extra: Mapping[str, str] | None = None) -> None:
+    def __init__(self, cluster: ClusterSpec) -> None:
         self.cluster = cluster
         self._fatal: str | None = None
         self._lock = threading.Lock()
         conf: dict[str, Any] = librdkafka_config(
             admin_properties(cluster), f"cluster '{cluster.alias}'"
         )
-        conf.update(extra or {})
         conf["error_cb"] = self._on_error
         self.conf = conf
         self.client = AdminClient(conf)
@@ -80,12 +78,6 @@ class ClusterAdmin:
     ) -> dict[tuple[str, int], int]:
         """High watermarks of the given partitions."""
         return self._list_offsets(partitions, OffsetSpec.latest(), timeout)
-
-    def start_offsets(
-        self, partitions: list[tuple[str, int]], timeout: float = 30.0
-    ) -> dict[tuple[str, int], int]:
-        """Log start offsets of the given partitions."""
-        return self._list_offsets(partitions, OffsetSpec.earliest(), timeout)
 
     def _list_offsets(
         self, partitions: list[tuple[str, int]], spec: Any, timeout: float

@@ -8,8 +8,12 @@
 #   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
 #            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml), then against a third one with
 #            SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners (tests/integration/modules_secured.yml,
-#            run with -vvv; fails when a password shows up in the output)
-# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|modules ...]   (default: lint sanity importer units)
+#            run with -vvv; fails when a password shows up in the output), then the kerberos step
+#   kerberos: the modules over SASL GSSAPI against a real MIT KDC and a Kerberized broker, both started
+#            by tests/integration/kerberos_cluster.py (tests/integration/modules_kerberos.yml, -vvv; fails
+#            when key material of a keytab shows up). Installs the GSSAPI confluent-kafka wheel
+#            (scripts/build-gssapi-client.sh) and the gssapi package into the venv first.
+# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|modules|kerberos ...]   (default: lint sanity importer units)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
@@ -148,6 +152,47 @@ PY
   if [ -n "$secured_pid" ]; then kill -TERM "$secured_pid" 2>/dev/null || true; wait "$secured_pid" 2>/dev/null || true; fi
   bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-src || true
   bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-dst || true
+  run_kerberos || rc=1
+  return $rc
+}
+
+run_kerberos() {
+  echo "== modules over Kerberos (SASL GSSAPI), real KDC"
+  local root=$WORK/kerberos rc=0 pid='' vars=$WORK/kerberos-vars.json keys=$WORK/kerberos-keys.json
+  local play_log=$WORK/modules-kerberos.log
+  # mirror_topics: a confluent-kafka with GSSAPI (PyPI's has none); disk_headroom: python-gssapi
+  "$REPO/scripts/build-gssapi-client.sh" --install "$VENV" | tail -n 2 || return 1
+  python -c 'import gssapi' 2>/dev/null || pip install -q "$(grep -E '^gssapi' "$REPO/requirements-ansible.txt")" || return 1
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  python "$REPO/tests/integration/kerberos_cluster.py" "$WORK/kerberos-cluster" "$vars" "$keys" >"$WORK/kerberos-cluster.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 240); do
+    [ -f "$vars" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  cat "$WORK/kerberos-cluster.log"
+  [ -f "$vars" ] || { echo "Kerberized cluster did not start"; tail -30 "$WORK"/kerberos-cluster/kerberized.log 2>/dev/null; rc=1; }
+  if [ $rc -eq 0 ]; then
+    if ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -vvv -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
+         -e "@$vars" "$REPO/tests/integration/modules_kerberos.yml" >"$play_log" 2>&1; then
+      grep -E '^(TASK \[|localhost +:)' "$play_log" || true
+    else
+      tail -150 "$play_log"; echo "modules_kerberos.yml failed (full -vvv output: $play_log)"; rc=1
+    fi
+    local leaked
+    leaked=$(python - "$keys" "$play_log" <<'PY'
+import json
+import sys
+keys = json.load(open(sys.argv[1]))
+text = open(sys.argv[2], errors='replace').read().lower()
+print(sum(1 for k in keys if k.lower() in text))
+PY
+)
+    if [ "$leaked" != 0 ]; then echo "SECRET LEAK: $leaked keytab keys found in the -vvv output"; rc=1
+    else echo "no keytab key in the -vvv output ($(wc -l <"$play_log") lines)"; fi
+  fi
+  if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   return $rc
 }
 

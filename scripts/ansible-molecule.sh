@@ -2,13 +2,13 @@
 # Molecule scenarios of the kafka.mirror collection on real systemd hosts (systemd-nspawn), from a
 # fresh clone. Needs root (network namespaces, bridge, overlay mounts), Java + Maven (jars),
 # debootstrap + systemd-container (installed from the Debian mirror apt already uses, on first use).
-# Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [mm2_engine]   (default: all four)
+# Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [mm2_engine] [kerberos]   (default: all five)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
 PY=${PYTHON:-python3}
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine)
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos)
 [ "$(id -u)" -eq 0 ] || { echo "molecule scenarios need root (network namespaces, nspawn)"; exit 2; }
 
 if [ ! -x "$VENV/bin/molecule" ]; then

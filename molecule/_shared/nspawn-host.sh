@@ -17,7 +17,8 @@ SUITE=${MOL_SUITE:-bookworm}
 apt_mirror() { { grep -h -E '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list 2>/dev/null || true; } \
   | head -1 | sed -E 's/^URIs: *//; s/^deb (\[[^]]*\] )?//; s/ .*//'; }
 MIRROR=${MOL_MIRROR:-$(apt_mirror)}
-INCLUDE=${MOL_INCLUDE:-systemd,systemd-sysv,dbus,openssh-server,python3,python3-apt,python3-venv,sudo,acl,iproute2,procps,supervisor,ca-certificates,netbase,curl,openjdk-17-jre-headless}
+# krb5-user, libsasl2-modules-gssapi-mit: kinit + the SASL GSSAPI plugin for librdkafka (scenario kerberos)
+INCLUDE=${MOL_INCLUDE:-systemd,systemd-sysv,dbus,openssh-server,python3,python3-apt,python3-venv,sudo,acl,iproute2,procps,supervisor,ca-certificates,netbase,curl,openjdk-17-jre-headless,krb5-user,libsasl2-modules-gssapi-mit}
 [ -n "${MOL_INCLUDE_EXTRA:-}" ] && INCLUDE="$INCLUDE,$MOL_INCLUDE_EXTRA"
 
 rootfs() {  # lock in a subshell so the fd is not inherited by the long-running nspawn processes
@@ -55,10 +56,13 @@ up() {
   # host-side bridge. ip_forward stays 0 and there is NO NAT: hosts reach only each other and the host.
   # The blackhole route (higher metric than the bridge's own route) guarantees that packets for the
   # test subnet never follow the default route off the machine, e.g. TCP retransmits after the bridge is gone.
-  ip route replace blackhole $(subnet) metric 4242
-  if ! ip link show $BR >/dev/null 2>&1; then
-    ip link add $BR type bridge; ip addr add $BR_CIDR dev $BR; ip link set $BR up
-  fi
+  # The bridge and the route are shared by every host (and scenario run) of this MOL_HOME: created and
+  # removed under one lock, after this host's state dir exists, so a concurrent down/cleanup keeps them.
+  ( flock 9
+    ip route replace blackhole $(subnet) metric 4242
+    if ! ip link show $BR >/dev/null 2>&1; then
+      ip link add $BR type bridge; ip addr add $BR_CIDR dev $BR; ip link set $BR up
+    fi ) 9>$MOL_HOME/.net.lock
   ip link del $veth 2>/dev/null || true                 # stale pair from an earlier run
   ip netns del mol-$name 2>/dev/null || true
   ip netns add mol-$name
@@ -142,13 +146,14 @@ down() {
   ip link del mv-${name:0:12} 2>/dev/null || true
   for c in $(cg_dirs $name); do if [ -d $c ]; then find $c -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi; done
   rm -rf /run/systemd/nspawn/propagate/$name /run/systemd/nspawn/unix-export/$name $d
-  if [ -z "$(ls -A $STATE 2>/dev/null)" ]; then ip link del $BR 2>/dev/null || true; fi
+  ( flock 9; if [ -z "$(ls -A $STATE 2>/dev/null)" ]; then ip link del $BR 2>/dev/null || true; fi ) 9>$MOL_HOME/.net.lock
   echo "$name down"
 }
 
 subnet() { python3 -c "import ipaddress,sys; print(ipaddress.ip_interface(sys.argv[1]).network)" $BR_CIDR; }
 
 cleanup() {  # after all hosts are down: drop bridge and the safety route
+  mkdir -p $MOL_HOME; exec 9>$MOL_HOME/.net.lock; flock 9
   [ -n "$(ls -A $STATE 2>/dev/null)" ] && { echo "hosts still present: $(ls $STATE)"; return 1; }
   ip link del $BR 2>/dev/null || true
   ss -K dst $(subnet) >/dev/null 2>&1 || true

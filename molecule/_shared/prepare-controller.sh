@@ -4,6 +4,7 @@
 #   - Spark Kafka connector jars and Kafka jars from `mvn -f jvm/pom.xml package`
 #   - a Kafka distribution tarball kafka_2.13-4.3.1.tgz assembled from those jars + bin scripts
 #   - the Prometheus JMX exporter agent jar (through Maven)
+#   - $MOL_HOME/artifacts/http, served by artifact-server.sh (http-artifacts.py)
 # Output: $MOL_HOME/artifacts. Re-running rebuilds the wheel, reuses the rest.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,13 +20,22 @@ if [ ! -d "$REPO/jvm/kafka-dist/target/lib" ] || [ ! -d "$REPO/jvm/spark-connect
   mvn -q -f "$REPO/jvm/pom.xml" package -DskipTests
 fi
 
-# kafka-mirror wheel (always rebuilt) + runtime wheelhouse (cached)
+# kafka-mirror wheel (always rebuilt) + runtime wheelhouse: the wheel's own requirements (cached,
+# rebuilt when they change, e.g. a new confluent-kafka pin in pyproject.toml)
 rm -rf "$A/dist"; mkdir -p "$A/dist"
 "$PY" -m pip wheel -q --no-deps -w "$A/dist" "$REPO"
-if [ ! -f "$A/wheelhouse/.complete" ]; then
-  mkdir -p "$A/wheelhouse"
-  "$PY" -m pip wheel -q -w "$A/wheelhouse" "pyspark==4.2.0" "confluent-kafka==2.16.1"
-  touch "$A/wheelhouse/.complete"
+"$PY" - "$A"/dist/kafka_mirror-*.whl > "$A/wheelhouse.req" <<'PY'
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+reqs = [line.split(":", 1)[1].strip() for line in z.read(meta).decode().splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line]
+print("\n".join(sorted(reqs)))
+PY
+if ! cmp -s "$A/wheelhouse.req" "$A/wheelhouse/.complete"; then
+  rm -rf "$A/wheelhouse"; mkdir -p "$A/wheelhouse"
+  "$PY" -m pip wheel -q -w "$A/wheelhouse" -r "$A/wheelhouse.req"
+  cp "$A/wheelhouse.req" "$A/wheelhouse/.complete"
 fi
 cp -f "$A"/dist/*.whl "$A/wheelhouse/"
 ls "$A"/wheelhouse/kafka_mirror-*.whl | sort | head -n -1 | xargs -r rm -f
@@ -48,6 +58,10 @@ fi
 jar=$HOME/.m2/repository/io/prometheus/jmx/jmx_prometheus_javaagent/$JMX_VERSION/jmx_prometheus_javaagent-$JMX_VERSION.jar
 [ -f "$jar" ] || mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get -Dartifact=io.prometheus.jmx:jmx_prometheus_javaagent:$JMX_VERSION -Dtransitive=false
 cp -f "$jar" "$A/"
+
+# what artifact-server.sh serves: stand-ins for the Apache download site (Kafka tarball, a Spark
+# distribution assembled from the pyspark wheel) and a Maven repository of the connector jars
+"$PY" "$HERE/http-artifacts.py" "$A" "$A/$d.tgz"
 
 # the collection, as Ansible expects to find it
 mkdir -p "$MOL_HOME/collections/ansible_collections/kafka"

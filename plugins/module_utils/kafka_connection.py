@@ -12,10 +12,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import atexit
 import contextlib
 import logging
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 import time
 import traceback
 
@@ -113,6 +117,10 @@ def librdkafka_config(params, side, timeout=30):
                 conf['sasl.kerberos.principal'] = p['kerberos_principal']
             if p.get('kerberos_keytab'):
                 conf['sasl.kerberos.keytab'] = p['kerberos_keytab']
+            else:
+                # tickets from the cache of an earlier kinit: librdkafka must not run kinit
+                # (its default kinit command needs a keytab)
+                conf['sasl.kerberos.min.time.before.relogin'] = 0
         else:
             conf['sasl.username'] = p.get('sasl_username')
             conf['sasl.password'] = p.get('sasl_password')
@@ -143,10 +151,8 @@ def kafka_python_config(params, side, timeout=30):
     if p.get('sasl_mechanism'):
         conf['sasl_mechanism'] = p['sasl_mechanism']
         if p['sasl_mechanism'] == 'GSSAPI':
+            # credentials: the side's private cache and client keytab set by kerberos_login()
             conf['sasl_kerberos_service_name'] = p.get('kerberos_service_name') or 'kafka'
-            if p.get('kerberos_keytab'):
-                # MIT Kerberos picks initial credentials from the client keytab on demand.
-                os.environ['KRB5_CLIENT_KTNAME'] = p['kerberos_keytab']
         else:
             conf['sasl_plain_username'] = p.get('sasl_username')
             conf['sasl_plain_password'] = p.get('sasl_password')
@@ -161,6 +167,69 @@ def kafka_python_config(params, side, timeout=30):
         if p.get('ssl_key_password'):
             conf['ssl_password'] = p['ssl_key_password']
     return conf
+
+
+_KRB5_ENV = ('KRB5CCNAME', 'KRB5_CLIENT_KTNAME')
+_krb5_state = {}
+
+
+def _krb5_private_dir():
+    """A private directory (mode 0700) for this module run's Kerberos caches, removed at exit."""
+    if 'dir' not in _krb5_state:
+        _krb5_state['saved'] = dict((k, os.environ.get(k)) for k in _KRB5_ENV)
+        _krb5_state['dir'] = tempfile.mkdtemp(prefix='kafka.mirror-krb5-')
+        atexit.register(shutil.rmtree, _krb5_state['dir'], True)
+    return _krb5_state['dir']
+
+
+def kerberos_login(params, side, timeout=30):
+    """Log in to Kerberos for one side before its client is created (GSSAPI with a keytab).
+
+    Each side gets its own credential cache in a private temporary directory (never the user's
+    default cache): ``kinit -k -t <keytab> <principal>`` fills it, and KRB5CCNAME and
+    KRB5_CLIENT_KTNAME point at it and at the keytab for the client created next. A failed
+    kinit is a KafkaModuleError naming the side, with kinit's own message. Without a keytab the
+    environment's cache (a ``kinit`` done beforehand) is used as it is.
+
+    Both client libraries take their tickets from the process's *current* default cache, so
+    the modules finish with one side before they log in to the other: two different principals
+    (one per side) work because no client of the first side is used after the second logs in.
+    """
+    p = side_params(params, side)
+    if p.get('sasl_mechanism') != 'GSSAPI':
+        return
+    keytab = p.get('kerberos_keytab')
+    if not keytab:
+        for key, value in _krb5_state.get('saved', {}).items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        return
+    principal = p.get('kerberos_principal')
+    if not principal:
+        raise KafkaModuleError('%s: %s_kerberos_keytab needs %s_kerberos_principal' % (describe_side(params, side), side, side))
+    ccache = 'FILE:%s' % os.path.join(_krb5_private_dir(), '%s.ccache' % side)
+    env = dict(os.environ, KRB5CCNAME=ccache)
+    argv = ['kinit', '-c', ccache, '-k', '-t', keytab, principal]
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    except OSError as e:
+        raise KafkaModuleError('%s: Kerberos login needs kinit (MIT Kerberos client tools: krb5-user on Debian/Ubuntu, '
+                               'krb5-workstation on RHEL): %s' % (describe_side(params, side), to_text(e)))
+    deadline = time.time() + timeout
+    while proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+        raise KafkaModuleError('%s: Kerberos login as %s got no answer from the KDC within %s s' % (describe_side(params, side), principal, timeout))
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        text = to_text(err or out).strip() or 'kinit exited with %s' % proc.returncode
+        raise KafkaModuleError('%s: Kerberos login failed (keytab %s): %s' % (describe_side(params, side), keytab, text))
+    os.environ['KRB5CCNAME'] = ccache
+    os.environ['KRB5_CLIENT_KTNAME'] = keytab
 
 
 def check_confluent_kafka(module):
@@ -209,6 +278,7 @@ def connected_admin_client(params, side, timeout=30):
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient as _AdminClient
     errors = []
+    kerberos_login(params, side, timeout)
     conf = librdkafka_config(params, side, timeout)
     conf['error_cb'] = errors.append
     conf['logger'] = _quiet_logger('kafka.mirror.librdkafka')
@@ -278,6 +348,7 @@ def kafka_python_admin_client(params, side, timeout=30):
     from kafka.admin import KafkaAdminClient as _KafkaAdminClient
     from kafka import errors as kafka_errors
     retry_on = (kafka_errors.KafkaTimeoutError, getattr(kafka_errors, 'NoBrokersAvailable', kafka_errors.KafkaTimeoutError))
+    kerberos_login(params, side, timeout)
     handler = _Records()
     logger = logging.getLogger('kafka')
     logger.addHandler(handler)

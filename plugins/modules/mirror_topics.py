@@ -238,12 +238,10 @@ def describe_partitions(client, names, timeout):
     return out
 
 
-def plan(module, src, dst):
+def read_source(module, src):
+    """What the plan needs from the source: (selected, skipped cycles, partitions, configs)."""
     p = module.params
     timeout = p['timeout']
-    if p['replication_policy'] == 'default' and not p['source_alias']:
-        module.fail_json(msg='source_alias is required with replication_policy=default')
-
     with on_side(p, 'source'):
         src_names = list(src.list_topics(timeout=timeout).topics.keys())
         selected = select_topics(src_names, p['topics'], p['topics_exclude'])
@@ -252,6 +250,13 @@ def plan(module, src, dst):
         src_parts = describe_partitions(src, selected, timeout)
         selected = [t for t in selected if not src_parts[t][2]]  # internal flag from the broker
         src_cfgs = describe_topic_configs(src, selected, timeout, explicit_only=True) if p['sync_configs'] else {}
+    return selected, skipped, src_parts, src_cfgs
+
+
+def plan(module, source, dst):
+    p = module.params
+    timeout = p['timeout']
+    selected, skipped, src_parts, src_cfgs = source
 
     mapping = dict((t, destination_topic_name(t, p['replication_policy'], p['source_alias'], p['replication_policy_separator'])) for t in selected)
     with on_side(p, 'destination'):
@@ -339,10 +344,16 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, required_if=connection_required_if(), supports_check_mode=True)
     check_confluent_kafka(module)
+    if module.params['replication_policy'] == 'default' and not module.params['source_alias']:
+        module.fail_json(msg='source_alias is required with replication_policy=default')
     try:
         src = connected_admin_client(module.params, 'source', module.params['timeout'])
+        source = read_source(module, src)
+        # Done with the source before the destination logs in: with Kerberos both clients would
+        # take their tickets from the one default credential cache of this process.
+        del src
         dst = connected_admin_client(module.params, 'destination', module.params['timeout'])
-        actions, report, before, after = plan(module, src, dst)
+        actions, report, before, after = plan(module, source, dst)
         if actions and not module.check_mode:
             with on_side(module.params, 'destination'):
                 apply(module, dst, actions)

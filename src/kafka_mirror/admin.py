@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -11,7 +12,10 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_mirror.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.model import ClusterSpec
-from kafka_mirror.errors import ClusterUnreachable
+from kafka_mirror.errors import ClusterUnreachable, ConfigError
+from kafka_mirror.kerberos import KerberosLoginError, keytab_login
+
+log = logging.getLogger(__name__)
 
 _FATAL_CODES = frozenset(
     {
@@ -36,7 +40,23 @@ class ClusterAdmin:
         )
         conf["error_cb"] = self._on_error
         self.conf = conf
-        self.client = AdminClient(conf)
+        try:
+            warning = keytab_login(conf, f"cluster '{cluster.alias}'")
+        except KerberosLoginError as exc:
+            raise ClusterUnreachable(cluster.alias, cluster.bootstrap_servers, str(exc), 0) from exc
+        if warning:
+            log.warning("%s", warning)
+        try:
+            self.client = AdminClient(conf)
+        except KafkaException as exc:
+            # e.g. "No provider for SASL mechanism GSSAPI" (a confluent-kafka built without
+            # Cyrus SASL) or a kinit that failed (wrong keytab or principal)
+            reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+            raise ConfigError(
+                f"the control-plane client (confluent-kafka) for {cluster.bootstrap_servers} "
+                f"cannot be created: {reason}",
+                source=f"cluster '{cluster.alias}'",
+            ) from exc
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() in _FATAL_CODES or error.fatal():

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from kafka_mirror.clients import admin_properties, consumer_properties, librdkafka_config
 from kafka_mirror.config.mm1 import add_legacy_arguments, legacy_config
 from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.model import MirrorConfig
@@ -131,6 +132,11 @@ def _check_config(path: Path) -> int:
     config = load_mm2(path)
     for notice in config.notices:
         print(f"warning: {notice}")
+    # the control plane's client settings (e.g. a JAAS line it cannot translate) fail here too
+    for alias, cluster in config.clusters.items():
+        librdkafka_config(admin_properties(cluster), f"{path}: cluster '{alias}'")
+    for flow in config.flows:
+        librdkafka_config(consumer_properties(flow), f"{path}: cluster '{flow.source.alias}'")
     for flow in config.flows:
         print(
             f"flow {flow.name}: topics {','.join(flow.topic_filter.include)} "

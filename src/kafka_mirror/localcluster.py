@@ -43,6 +43,7 @@ __all__ = [
     "local_clusters",
     "main",
     "random_cluster_id",
+    "stop_process",
     "tail",
     "write_properties",
 ]
@@ -234,8 +235,13 @@ class LocalKafkaCluster:
 
     ``server_overrides`` are merged last into ``server.properties``. To add e.g. a SASL listener,
     name it in ``extra_listeners`` (listener name -> security protocol); a free port is picked for
-    it, and ``bootstrap_for(name)`` gives its address. JAAS or other JVM settings go in
-    ``jvm_args`` and ``env``. The PLAINTEXT listener always exists and is the inter-broker one.
+    it, and ``bootstrap_for(name)`` gives its address. Every listener binds 127.0.0.1, unless
+    ``listener_binds`` gives an extra listener another address and/or a fixed port (name ->
+    ``(host, port)``, port 0 = a free one), e.g. to be reachable from test hosts on a bridge. One
+    named in ``advertised_hosts`` is advertised (and bootstrapped) under that host name instead,
+    e.g. ``localhost`` for Kerberos, whose service principal carries the host name. JAAS or other
+    JVM settings go in ``jvm_args`` and ``env``. The PLAINTEXT listener always exists, binds
+    127.0.0.1 and is the inter-broker one.
     """
 
     def __init__(
@@ -246,6 +252,8 @@ class LocalKafkaCluster:
         server_overrides: Mapping[str, str] | None = None,
         *,
         extra_listeners: Mapping[str, str] | None = None,
+        advertised_hosts: Mapping[str, str] | None = None,
+        listener_binds: Mapping[str, tuple[str, int]] | None = None,
         jvm_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         log_level: str = "INFO",
@@ -261,6 +269,18 @@ class LocalKafkaCluster:
         }
         if "PLAINTEXT" in self.extra_listeners or "CONTROLLER" in self.extra_listeners:
             raise ValueError("PLAINTEXT and CONTROLLER listeners are built in")
+        self.advertised_hosts: dict[str, str] = {
+            k.upper(): v for k, v in (advertised_hosts or {}).items()
+        }
+        unknown = set(self.advertised_hosts) - set(self.extra_listeners)
+        if unknown:
+            raise ValueError(f"advertised_hosts names unknown listeners: {sorted(unknown)}")
+        self.listener_binds: dict[str, tuple[str, int]] = {
+            k.upper(): (host, int(port)) for k, (host, port) in (listener_binds or {}).items()
+        }
+        unknown = set(self.listener_binds) - set(self.extra_listeners)
+        if unknown:
+            raise ValueError(f"listener_binds names unknown listeners: {sorted(unknown)}")
         self.jvm_args = list(jvm_args)
         self.env = dict(env or {})
         self.log_level = log_level
@@ -284,7 +304,11 @@ class LocalKafkaCluster:
         port = self.ports.get(listener.upper())
         if port is None:
             raise LocalClusterError(f"cluster {self.name!r} has no started {listener} listener")
-        return f"{LOOPBACK}:{port}"
+        name = listener.upper()
+        return f"{self.advertised_hosts.get(name, self._bind_host(name))}:{port}"
+
+    def _bind_host(self, listener: str) -> str:
+        return self.listener_binds.get(listener, (LOOPBACK, 0))[0]
 
     @property
     def pid(self) -> int | None:
@@ -326,9 +350,12 @@ class LocalKafkaCluster:
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.bootstrap.servers": f"{LOOPBACK}:{self.ports['CONTROLLER']}",
-            "listeners": ",".join(f"{k}://{LOOPBACK}:{self.ports[k]}" for k in listeners),
+            "listeners": ",".join(
+                f"{k}://{self._bind_host(k)}:{self.ports[k]}" for k in listeners
+            ),
             "advertised.listeners": ",".join(
-                f"{k}://{LOOPBACK}:{self.ports[k]}" for k in advertised
+                f"{k}://{self.advertised_hosts.get(k, self._bind_host(k))}:{self.ports[k]}"
+                for k in advertised
             ),
             "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in listeners.items()),
             "controller.listener.names": "CONTROLLER",
@@ -359,10 +386,14 @@ class LocalKafkaCluster:
 
     def _pick_ports(self) -> None:
         names = ["PLAINTEXT", *self.extra_listeners, "CONTROLLER"]
+        fixed = {k: port for k, (_, port) in self.listener_binds.items() if port}
+        free = [k for k in names if k not in fixed]
         ports: set[int] = set()
-        while len(ports) < len(names):
-            ports.add(free_port())
-        self.ports = dict(zip(names, sorted(ports), strict=True))
+        while len(ports) < len(free):
+            port = free_port()
+            if port not in fixed.values():
+                ports.add(port)
+        self.ports = {**dict(zip(free, sorted(ports), strict=True)), **fixed}
 
     def _java_argv(self, main_class: str, args: Sequence[str], heap: str) -> list[str]:
         return [

@@ -251,3 +251,26 @@ def test_spark_connector_jars_and_interceptor(
     assert tomb.key() is None and tomb.value() is None
     assert not tomb.headers()
     assert tomb.timestamp()[1] == 1_700_000_000_456
+
+
+def test_listener_binds_give_an_extra_listener_its_address_and_port(tmp_path: Path) -> None:
+    """An extra listener can bind another address (e.g. a bridge test hosts reach) on a fixed
+    port; PLAINTEXT and CONTROLLER stay on free ports of 127.0.0.1."""
+    cluster = LocalKafkaCluster(
+        "binds",
+        tmp_path,
+        extra_listeners={"GSSAPI": "SASL_PLAINTEXT"},
+        advertised_hosts={"GSSAPI": "10.0.0.1"},
+        listener_binds={"gssapi": ("10.0.0.1", 19999)},
+    )
+    cluster._pick_ports()
+    props = cluster.server_properties()
+    listeners = dict(item.split("://") for item in props["listeners"].split(","))
+    assert listeners["GSSAPI"] == "10.0.0.1:19999"
+    assert listeners["PLAINTEXT"].startswith("127.0.0.1:")
+    assert listeners["CONTROLLER"].startswith("127.0.0.1:")
+    assert len({listeners[k].rsplit(":", 1)[1] for k in listeners}) == 3
+    assert "GSSAPI://10.0.0.1:19999" in props["advertised.listeners"].split(",")
+    assert cluster.bootstrap_for("GSSAPI") == "10.0.0.1:19999"
+    with pytest.raises(ValueError, match="listener_binds names unknown listeners"):
+        LocalKafkaCluster("bad", tmp_path, listener_binds={"PLAINTEXT": ("10.0.0.1", 0)})

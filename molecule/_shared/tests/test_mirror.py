@@ -64,11 +64,17 @@ def test_service_runs_as_non_root(mirror_host):
     assert java, "no JVM of the service user"
 
 
+def _aliases(host):
+    hv = _hostvars(host)
+    return hv["mirror_source_alias"], hv["mirror_destination_alias"]
+
+
 def test_files_owners_and_modes(mirror_host):
     host = mirror_host
     conf = host.file("/etc/kafka-mirror/mm2.properties")
     assert conf.user == USER and conf.mode == 0o600
-    assert "src->dst.enabled=true" in conf.content_string
+    src, dst = _aliases(host)
+    assert f"{src}->{dst}.enabled=true" in conf.content_string.splitlines()
     d = host.file("/etc/kafka-mirror")
     assert d.user == "root" and d.group == USER and d.mode == 0o750
     state = host.file("/var/lib/kafka-mirror")
@@ -88,6 +94,28 @@ def test_binary_file_copied_byte_for_byte(mirror_host):
     assert f.sha256sum == want
 
 
+def test_connector_jars_are_the_controller_ones(mirror_host):
+    """Whatever the source (controller directory or Maven repository URL), the host has exactly the
+    connector jars of the build, byte for byte, owned by root."""
+    host = mirror_host
+    hv = _hostvars(host)
+    if hv.get("mirror_engine", "kafka_mirror") != "kafka_mirror":
+        pytest.skip("no Spark connector jars for stock MirrorMaker 2")
+    import hashlib
+    import pathlib
+
+    mol_home = os.environ.get("MOL_HOME", "/tmp/kafka-mirror-molecule")
+    want = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in pathlib.Path(mol_home, "artifacts", "connector-jars").glob("*.jar")}
+    assert want
+    d = "/opt/kafka-mirror/connector-jars"
+    got = host.check_output(f"cd {d} && sha256sum *.jar").splitlines()
+    assert {name: digest for digest, name in (line.split() for line in got)} == want
+    for name in want:
+        f = host.file(f"{d}/{name}")
+        assert (f.user, f.group, f.mode) == ("root", "root", 0o644)
+
+
 def test_jmx_exporter_answers(mirror_host):
     host = mirror_host
     assert host.socket("tcp://0.0.0.0:9404").is_listening or host.socket("tcp://:::9404").is_listening
@@ -102,7 +130,7 @@ def test_jmx_exporter_answers(mirror_host):
 
 def test_records_mirrored_with_partitions(mirror_host, read_mirrored):
     """Produce to chosen partitions of a selected source topic; the same records appear on the
-    destination topic (DefaultReplicationPolicy name) in the same partitions."""
+    destination topic (DefaultReplicationPolicy name: this host's source alias) in the same partitions."""
     from confluent_kafka import Producer
 
     topic = "molecule.orders"  # created by the scenario's prepare step with 3 partitions
@@ -116,6 +144,8 @@ def test_records_mirrored_with_partitions(mirror_host, read_mirrored):
         sent[key] = part
     assert p.flush(30) == 0
 
-    got = read_mirrored(f"src.{topic}", sent, f"molecule-{marker}", 240)
+    src, _ = _aliases(mirror_host)
+    got = read_mirrored(f"{src}.{topic}", sent, f"molecule-{marker}", 240,
+                        **{"topic.metadata.refresh.interval.ms": 2000})
     assert len(got) == len(sent), f"{len(got)}/{len(sent)} records mirrored"
     assert got == sent

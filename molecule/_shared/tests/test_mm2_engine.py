@@ -1,7 +1,8 @@
 """Behaviour of a host converged with ``mirror_engine: mirrormaker2`` (mm2_engine scenario): stock
-MirrorMaker 2 from the kafka_tools role's Kafka install runs as the non-root service user with an
-explicit heap and the role's log4j2 configuration, and mirrors records partition for partition.
-The engine-independent checks (hardening, JMX exporter, extra files, ...) are in test_mirror.py."""
+MirrorMaker 2 from the kafka_tools role's Kafka install runs as the non-root service user (a systemd
+unit or a supervisord program) with an explicit heap and the role's log4j2 configuration, and mirrors
+records partition for partition. The engine-independent checks (hardening, JMX exporter, extra
+files, ...) are in test_mirror.py."""
 
 import os
 import re
@@ -31,8 +32,15 @@ def _vars(host):
     return host.ansible.get_variables()
 
 
+def _systemd(host):
+    return _vars(host).get("mirror_service_manager", "systemd") == "systemd"
+
+
 def _main_pid(host):
-    pid = int(host.check_output(f"systemctl show -p MainPID --value {SERVICE}"))
+    if _systemd(host):
+        pid = int(host.check_output(f"systemctl show -p MainPID --value {SERVICE}"))
+    else:
+        pid = int(host.check_output(f"supervisorctl pid {SERVICE}"))
     assert pid > 0, f"{SERVICE} has no main process"
     return pid
 
@@ -53,11 +61,21 @@ def _size_bytes(flag):
 
 def test_stock_mm2_runs_as_service_user(mm2_host):
     host = mm2_host
-    svc = host.service(SERVICE)
-    assert svc.is_running and svc.is_enabled
-    assert host.check_output(f"systemctl show -p User --value {SERVICE}") == USER
+    if _systemd(host):
+        svc = host.service(SERVICE)
+        assert svc.is_running and svc.is_enabled
+        assert host.check_output(f"systemctl show -p User --value {SERVICE}") == USER
+    else:
+        assert "RUNNING" in host.check_output(f"supervisorctl status {SERVICE}")
+        program = host.file(f"/etc/supervisor/conf.d/{SERVICE}.conf").content_string.splitlines()
+        assert f"user={USER}" in program
+        assert not host.file(f"/etc/systemd/system/{SERVICE}.service").exists
     pid = _main_pid(host)
-    # connect-mirror-maker.sh and kafka-run-class.sh exec: the unit's main process is the MM2 JVM itself
+    if not _systemd(host):
+        # a child of supervisord, which runs as root and starts the program as the service user
+        ppid = host.check_output(f"ps -o ppid= -p {pid}").strip()
+        assert "supervisord" in host.check_output(f"ps -o args= -p {ppid}")
+    # connect-mirror-maker.sh and kafka-run-class.sh exec: the main process is the MM2 JVM itself
     assert host.check_output(f"ps -o user= -p {pid}") == USER
     assert host.check_output(f"ps -o comm= -p {pid}") == "java"
     uid = host.check_output(f"awk '/^Uid:/ {{print $2}}' /proc/{pid}/status")
@@ -115,14 +133,19 @@ def test_config_files_owner_and_mode(mm2_host):
 
 
 def test_logs_through_the_role_log4j_config(mm2_host):
-    """INFO lines of MirrorMaker in the journal: the role's log4j2 config is in use (the Kafka
-    distribution's default config would not be found by the test distribution)."""
+    """INFO lines of MirrorMaker in the journal (or supervisord's log file of the program): the role's
+    log4j2 config is in use (the Kafka distribution's default config would not be found by the test
+    distribution)."""
     host = mm2_host
     argv = _cmdline(host, _main_pid(host))
     assert f"-Dlog4j2.configurationFile={CONF}/mm2-log4j2.properties" in argv
+    if _systemd(host):
+        logs = f"journalctl -u {SERVICE} --no-pager -o cat"
+    else:
+        logs = f"cat {_vars(host).get('mirror_log_dir', '/var/log/kafka-mirror')}/{SERVICE}.log"
     out = ""
     for _ in range(60):
-        out = host.run(f"journalctl -u {SERVICE} --no-pager -o cat").stdout
+        out = host.run(logs).stdout
         if "Kafka MirrorMaker started" in out:
             break
         time.sleep(2)
@@ -164,3 +187,30 @@ def test_records_mirrored_with_partitions(mm2_host, read_mirrored):
     assert f"{src_alias}.other.not-selected" not in dst_topics
     assert "other.not-selected" not in dst_topics
     assert "heartbeats" in dst_topics  # MirrorHeartbeatConnector: stock MM2 is what runs
+
+
+def test_kafka_distribution_source(mm2_host):
+    """The Kafka distribution MM2 runs from: on hosts with kafka_tools_source=url, the tarball was
+    downloaded from the artifact server (kept next to the install, checksum as on the controller);
+    with controller_file, nothing is downloaded. Either way current -> the versioned directory."""
+    import hashlib
+    import pathlib
+
+    host = mm2_host
+    hv = _vars(host)
+    name = "kafka_2.13-4.3.1"
+    current = host.file("/opt/kafka/current")
+    assert current.is_symlink and current.linked_to == f"/opt/kafka/{name}"
+    libs = host.file(f"/opt/kafka/{name}/libs")
+    assert libs.is_directory and (libs.user, libs.group) == ("root", "kafka")
+    tgz = host.file(f"/opt/kafka/{name}.tgz")
+    if hv.get("kafka_tools_source") == "url":
+        mol_home = os.environ.get("MOL_HOME", "/tmp/kafka-mirror-molecule")
+        local = pathlib.Path(mol_home, "artifacts", f"{name}.tgz")
+        assert tgz.exists and (tgz.user, tgz.mode) == ("root", 0o644)
+        assert tgz.sha256sum == hashlib.sha256(local.read_bytes()).hexdigest()
+        ip = host.check_output("hostname -I").split()[0]
+        access = pathlib.Path(mol_home, "http-server", "access.log").read_text()
+        assert re.search(rf"^{re.escape(ip)} .*GET /kafka/4\.3\.1/{name}\.tgz HTTP/1\.1\" 200", access, re.M)
+    else:
+        assert not tgz.exists

@@ -4,6 +4,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import logging
+import os
 
 import pytest
 
@@ -16,6 +17,7 @@ from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection impo
     destination_topic_name,
     is_cycle,
     kafka_python_config,
+    kerberos_login,
     librdkafka_config,
     on_side,
     select_topics,
@@ -73,6 +75,69 @@ def test_gssapi_settings_per_side():
     assert c['sasl.kerberos.service.name'] == 'kafka'
     k = kafka_python_config(p, 'destination')
     assert k['sasl_mechanism'] == 'GSSAPI' and k['sasl_kerberos_service_name'] == 'kafka'
+
+
+def test_gssapi_without_keytab_uses_the_ticket_cache_and_no_kinit():
+    p = _params(source_security_protocol='SASL_PLAINTEXT', source_sasl_mechanism='GSSAPI')
+    c = librdkafka_config(p, 'source')
+    assert 'sasl.kerberos.keytab' not in c
+    assert c['sasl.kerberos.min.time.before.relogin'] == 0  # librdkafka's kinit needs a keytab
+
+
+def _fake_kinit(tmp_path, monkeypatch, exit_code, stderr=''):
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    log = tmp_path / 'kinit.args'
+    script = bindir / 'kinit'
+    script.write_text('#!/bin/sh\necho "$@" >> %s\necho "%s" >&2\nexit %d\n' % (log, stderr, exit_code))
+    script.chmod(0o755)
+    monkeypatch.setenv('PATH', '%s:%s' % (bindir, os.environ['PATH']))
+    for key in ('KRB5CCNAME', 'KRB5_CLIENT_KTNAME'):
+        monkeypatch.delenv(key, raising=False)
+    return log
+
+
+def _gssapi_params(**kw):
+    p = dict(source_security_protocol='SASL_PLAINTEXT', source_sasl_mechanism='GSSAPI',
+             source_kerberos_principal='src@R', source_kerberos_keytab='/k/src.keytab',
+             destination_security_protocol='SASL_PLAINTEXT', destination_sasl_mechanism='GSSAPI',
+             destination_kerberos_principal='dst@R', destination_kerberos_keytab='/k/dst.keytab')
+    p.update(kw)
+    return _params(**p)
+
+
+def test_kerberos_login_uses_a_private_cache_per_side(tmp_path, monkeypatch):
+    log = _fake_kinit(tmp_path, monkeypatch, 0)
+    p = _gssapi_params()
+    kerberos_login(p, 'source')
+    src_cache = os.environ['KRB5CCNAME']
+    assert os.environ['KRB5_CLIENT_KTNAME'] == '/k/src.keytab'
+    kerberos_login(p, 'destination')
+    dst_cache = os.environ['KRB5CCNAME']
+    assert os.environ['KRB5_CLIENT_KTNAME'] == '/k/dst.keytab'
+    assert src_cache.startswith('FILE:') and dst_cache.startswith('FILE:') and src_cache != dst_cache
+    assert os.path.dirname(src_cache[5:]) == os.path.dirname(dst_cache[5:])
+    assert oct(os.stat(os.path.dirname(src_cache[5:])).st_mode & 0o777) == '0o700'
+    calls = log.read_text().splitlines()
+    assert calls == ['-c %s -k -t /k/src.keytab src@R' % src_cache, '-c %s -k -t /k/dst.keytab dst@R' % dst_cache]
+
+
+def test_kerberos_login_failure_names_the_side_with_kinits_words(tmp_path, monkeypatch):
+    _fake_kinit(tmp_path, monkeypatch, 1, 'kinit: Keytab contains no suitable keys for dst@R')
+    with pytest.raises(KafkaModuleError) as e:
+        kerberos_login(_gssapi_params(), 'destination')
+    assert str(e.value).startswith('destination cluster (c:3, SASL_PLAINTEXT GSSAPI user dst@R): Kerberos login failed')
+    assert 'no suitable keys' in str(e.value)
+
+
+def test_kerberos_login_needs_the_principal_with_a_keytab_and_skips_other_sides(tmp_path, monkeypatch):
+    log = _fake_kinit(tmp_path, monkeypatch, 0)
+    with pytest.raises(KafkaModuleError, match='source_kerberos_keytab needs source_kerberos_principal'):
+        kerberos_login(_gssapi_params(source_kerberos_principal=None), 'source')
+    kerberos_login(_params(), 'source')  # PLAINTEXT: nothing to do
+    kerberos_login(_params(source_security_protocol='SASL_PLAINTEXT', source_sasl_mechanism='GSSAPI'), 'source')
+    assert 'KRB5CCNAME' not in os.environ  # no keytab: the environment's cache, untouched
+    assert not log.exists()
 
 
 def test_kafka_python_config_sasl_scram_and_tls():

@@ -1,0 +1,100 @@
+"""Kerberos (SASL GSSAPI) keytab logins for the control plane (librdkafka).
+
+librdkafka (with Cyrus SASL) logs in by running ``kinit`` and then takes its tickets from the
+process's default credential cache. Two consequences shape this module:
+
+- A failed ``kinit`` is only logged by librdkafka, and when the cache already holds a ticket
+  (from an earlier login or someone's interactive ``kinit``) the client authenticates with that
+  one. So each keytab login is first done here, with ``kinit``'s own message turned into an error
+  naming the cluster.
+- Without ``KRB5CCNAME`` the default cache is the user's (``/tmp/krb5cc_<uid>``). For keytab
+  logins the process gets a private cache instead (a file in a private temporary directory,
+  removed at exit); a ``KRB5CCNAME`` set by the user is kept.
+
+One process has one default cache: two *different* keytab principals in the control plane
+(say one per cluster) end up sharing it, and the last login wins for new connections. The Spark
+side (Java clients) is not affected: each JAAS line logs in on its own. :func:`keytab_login`
+returns a warning for that case.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["KerberosLoginError", "keytab_login", "private_ccache"]
+
+_lock = threading.Lock()
+_private_dir: str | None = None
+_principals: dict[str, str] = {}  # principal -> who logged in as it first
+
+
+class KerberosLoginError(RuntimeError):
+    """``kinit`` with a keytab failed; the message is kinit's own."""
+
+
+def private_ccache() -> str:
+    """The process's credential cache: ``KRB5CCNAME`` if set, else a private one (set here)."""
+    global _private_dir
+    with _lock:
+        current = os.environ.get("KRB5CCNAME")
+        if current:
+            return current
+        _private_dir = tempfile.mkdtemp(prefix="kafka-mirror-krb5-")
+        atexit.register(shutil.rmtree, _private_dir, True)
+        ccache = f"FILE:{_private_dir}/ccache"
+        os.environ["KRB5CCNAME"] = ccache
+        return ccache
+
+
+def keytab_login(conf: Mapping[str, Any], who: str, timeout: float = 30.0) -> str | None:
+    """``kinit -k -t <keytab> <principal>`` for a librdkafka config that logs in with a keytab.
+
+    Does nothing (returns None) for other configs. Raises :class:`KerberosLoginError` with
+    kinit's message when the login fails. Returns a warning when this process already logged in
+    as another principal (see the module's docstring), else None.
+    """
+    keytab = conf.get("sasl.kerberos.keytab")
+    if not keytab or str(conf.get("sasl.mechanisms", "GSSAPI")).upper() != "GSSAPI":
+        return None
+    principal = str(conf.get("sasl.kerberos.principal") or "kafkaclient")
+    ccache = private_ccache()
+    argv = ["kinit", "-c", ccache, "-k", "-t", str(keytab), principal]
+    try:
+        result = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError as err:
+        raise KerberosLoginError(
+            "kinit not found: keytab logins need the MIT Kerberos client tools (Debian: "
+            "krb5-user, RHEL: krb5-workstation)"
+        ) from err
+    except subprocess.TimeoutExpired as err:
+        raise KerberosLoginError(
+            f"Kerberos login as {principal} (keytab {keytab}) got no answer from the KDC "
+            f"within {timeout:.0f}s"
+        ) from err
+    if result.returncode != 0:
+        message = (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+        raise KerberosLoginError(
+            f"Kerberos login as {principal} with keytab {keytab} failed: {message}"
+        )
+    with _lock:
+        new = principal not in _principals
+        _principals.setdefault(principal, who)
+        others = sorted(p for p in _principals if p != principal)
+    if new and others:
+        return (
+            f"{who} logs in to Kerberos as {principal}, another principal than "
+            f"{', '.join(others)}: the control plane (librdkafka) keeps one credential cache "
+            "per process, so new connections may present the principal of the latest login, "
+            "which then needs the rights of both (the Spark side is not affected)"
+        )
+    return None

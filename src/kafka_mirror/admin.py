@@ -7,12 +7,19 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.model import ClusterSpec
-from kafka_mirror.errors import ClusterUnreachable, ConfigError
+from kafka_mirror.errors import ClusterUnreachable, ConfigError, MirrorError
 from kafka_mirror.kerberos import KerberosLoginError, keytab_login
 
 log = logging.getLogger(__name__)
@@ -110,3 +117,78 @@ class ClusterAdmin:
             request_timeout=timeout,
         )
         return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    # ---------------------------------------------------------------- internal topics
+    def ensure_compacted_topic(self, topic: str, replication_factor: int = -1) -> bool:
+        """Create a single-partition compacted topic (MM2's internal topics) unless it exists;
+        True when created. Failure is an error naming the cluster and the topic."""
+        if topic in self.topic_partitions():
+            return False
+        new = NewTopic(
+            topic, num_partitions=1, replication_factor=replication_factor,
+            config={"cleanup.policy": "compact"},
+        )
+        try:
+            self.client.create_topics([new], operation_timeout=30)[topic].result(timeout=60)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return False
+            reason = error.str() if error is not None else str(exc)
+            raise MirrorError(
+                f"cannot create topic '{topic}' on cluster '{self.cluster.alias}' "
+                f"({self.cluster.bootstrap_servers}): {reason}"
+            ) from exc
+        log.info("created topic %s on cluster %s", topic, self.cluster.alias)
+        return True
+
+    # ---------------------------------------------------------------- consumer groups
+    def consumer_groups(self, timeout: float = 30.0) -> list[str]:
+        """Ids of every consumer group of the cluster."""
+        result = self.client.list_consumer_groups(request_timeout=timeout).result()
+        return sorted(g.group_id for g in result.valid)
+
+    def committed_offsets(
+        self, group: str, timeout: float = 30.0
+    ) -> dict[tuple[str, int], tuple[int, str]]:
+        """The group's committed (offset, metadata) per partition; absent groups give {}."""
+        futures = self.client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
+        )
+        result = futures[group].result()
+        return {
+            (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in result.topic_partitions or []
+            if tp.offset is not None and tp.offset >= 0 and tp.error is None
+        }
+
+    def group_state(self, group: str, timeout: float = 30.0) -> tuple[str, int]:
+        """(state, number of members); ``("ABSENT", 0)`` for a group the cluster does not know
+        (brokers report unknown groups as DEAD)."""
+        futures = self.client.describe_consumer_groups([group], request_timeout=timeout)
+        try:
+            description = futures[group].result()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return "ABSENT", 0
+            raise
+        state = description.state
+        if state in (ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN) and not (
+            description.members
+        ):
+            return "ABSENT", 0
+        return str(getattr(state, "name", state)), len(description.members or [])
+
+    def commit_group_offsets(
+        self, group: str, offsets: dict[tuple[str, int], tuple[int, str]], timeout: float = 30.0
+    ) -> None:
+        """Commit offsets for an inactive group (the broker refuses a group with members)."""
+        partitions = [
+            TopicPartition(topic, partition, offset, metadata=metadata or None)
+            for (topic, partition), (offset, metadata) in sorted(offsets.items())
+        ]
+        futures = self.client.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=timeout
+        )
+        futures[group].result()

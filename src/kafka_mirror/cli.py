@@ -14,7 +14,7 @@ from types import FrameType
 from kafka_mirror.clients import admin_properties, consumer_properties, librdkafka_config
 from kafka_mirror.config.mm1 import add_legacy_arguments, legacy_config
 from kafka_mirror.config.mm2 import load_mm2
-from kafka_mirror.config.model import MirrorConfig
+from kafka_mirror.config.model import FlowSpec, MirrorConfig
 from kafka_mirror.errors import ConfigError, MirrorError
 from kafka_mirror.jvm_artifacts import JvmArtifactsMissing
 from kafka_mirror.log_setup import setup_logging
@@ -68,6 +68,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check-config", help="read a config and print what would run")
     check.add_argument("config", type=Path)
+
+    offsets = sub.add_parser("offsets", help="consumer-group failover: translated offsets")
+    offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
+    for name, text in (
+        ("translate", "print a group's translated offsets on the target, per partition"),
+        ("failover", "commit a group's translated offsets on the target (inactive groups only)"),
+    ):
+        cmd = offsets_sub.add_parser(name, help=text)
+        cmd.add_argument("config", type=Path, help="MirrorMaker 2 mm2.properties")
+        cmd.add_argument("--group", required=True, help="consumer group id")
+        cmd.add_argument("--to-cluster", default=None, help="target cluster alias")
+        cmd.add_argument("--from-cluster", default=None, help="source cluster alias")
+        if name == "translate":
+            cmd.add_argument("--json", action="store_true", help="one JSON document")
+        else:
+            cmd.add_argument("--dry-run", action="store_true",
+                             help="print what would be committed, commit nothing")
 
     demo = sub.add_parser("demo", help="two local clusters, sample data, a mirror, a verify")
     demo.add_argument("--workdir", type=Path, default=Path("demo-work"))
@@ -128,6 +145,91 @@ def _verify(ns: argparse.Namespace) -> int:
     return 1 if differences else 0
 
 
+def _offsets(ns: argparse.Namespace) -> int:
+    import json
+
+    from kafka_mirror.failover import failover, translate
+
+    config = load_mm2(ns.config)
+    if ns.offsets_command == "translate":
+        translations = translate(config, ns.group, ns.to_cluster, ns.from_cluster)
+        if ns.json:
+            print(json.dumps({
+                "group": ns.group,
+                "offsets": [
+                    {"cluster": t.flow.target.alias, "topic": topic, "partition": partition,
+                     "offset": c.offset, "upstream_offset": c.upstream_offset,
+                     "metadata": c.metadata}
+                    for t in translations
+                    for (topic, partition), c in sorted(t.offsets.items())
+                ],
+            }))
+            return 0
+        for t in translations:
+            print(f"flow {t.flow.name}: group {ns.group}: {len(t.offsets)} partitions "
+                  f"(from {t.checkpoints_topic} on {t.flow.target.alias})")
+            for (topic, partition), c in sorted(t.offsets.items()):
+                print(f"  {topic}[{partition}] {c.offset} (source offset {c.upstream_offset})")
+        return 0
+    for result in failover(config, ns.group, ns.to_cluster, ns.from_cluster, ns.dry_run):
+        verb = "would commit" if ns.dry_run else "committed"
+        print(f"cluster {result.cluster}: group {ns.group}: {verb} {len(result.committed)} "
+              f"offsets, kept {len(result.kept)} already at or past the translation")
+        for (topic, partition), offset in sorted(result.committed.items()):
+            print(f"  {topic}[{partition}] -> {offset}")
+        for (topic, partition), offset in sorted(result.kept.items()):
+            print(f"  {topic}[{partition}] kept at {offset}")
+    return 0
+
+
+def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
+    """What check-config says a flow keeps in step besides records."""
+    from kafka_mirror.offset_syncs import offset_syncs_location
+
+    syncs = flow.syncs
+    lines = [
+        f"  topic configs: {'synced' if flow.sync_topic_configs else 'not synced'}"
+        + (f" (excluding {','.join(flow.config_properties_exclude)})"
+           if flow.config_properties_exclude else ""),
+    ]
+    if syncs.emit_offset_syncs:
+        cluster, topic = offset_syncs_location(flow)
+        lines.append(f"  offset syncs: {topic} on {cluster.alias}, after every batch")
+    else:
+        lines.append("  offset syncs: off (emit.offset-syncs.enabled=false)")
+    groups = (f"groups {','.join(flow.group_filter.include)} excluding "
+              f"{','.join(flow.group_filter.exclude)}")
+    if syncs.emit_checkpoints:
+        lines.append(
+            f"  checkpoints: {groups}, every {syncs.checkpoints_interval:g} s into "
+            f"{flow.policy.checkpoints_topic(flow.source.alias)} on {flow.target.alias}"
+        )
+        lines.append(
+            f"  group offsets: committed on {flow.target.alias} every "
+            f"{syncs.sync_group_offsets_interval:g} s for absent or empty groups"
+            if syncs.sync_group_offsets else
+            "  group offsets: not committed on the target (sync.group.offsets.enabled=false)"
+        )
+    else:
+        lines.append("  checkpoints: off (emit.checkpoints.enabled=false)")
+    lines.append(
+        f"  topic ACLs: synced every {syncs.sync_topic_acls_interval:g} s"
+        if syncs.sync_topic_acls else "  topic ACLs: not synced"
+    )
+    beats = [h for h in config.heartbeats if h.target.alias == flow.target.alias
+             and h.source.alias == flow.source.alias]
+    lines.append(
+        f"  heartbeats: every {beats[0].interval:g} s into heartbeats on {flow.target.alias}"
+        if beats else "  heartbeats: not emitted for this pair"
+    )
+    lines.append(
+        "  heartbeats topics: mirrored whatever 'topics' says"
+        if syncs.heartbeats_replication else
+        "  heartbeats topics: mirrored only when 'topics' selects them"
+    )
+    return lines
+
+
 def _check_config(path: Path) -> int:
     config = load_mm2(path)
     for notice in config.notices:
@@ -144,6 +246,14 @@ def _check_config(path: Path) -> int:
             f"policy {type(flow.policy).__name__} (e.g. t -> {flow.target_topic('t')}); "
             f"replication.factor {flow.replication_factor}"
         )
+        for line in _describe_syncs(config, flow):
+            print(line)
+    others = [h.name for h in config.heartbeats
+              if (h.source.alias, h.target.alias) not in
+              {(f.source.alias, f.target.alias) for f in config.flows}]
+    if others:
+        print(f"heartbeats also for pairs that mirror nothing (as MirrorMaker 2 does): "
+              f"{', '.join(others)}")
     return 0
 
 
@@ -159,6 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _verify(ns)
         if ns.command == "check-config":
             return _check_config(ns.config)
+        if ns.command == "offsets":
+            return _offsets(ns)
         if ns.command == "demo":
             from kafka_mirror.demo import run_demo
 

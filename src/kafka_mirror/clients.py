@@ -71,6 +71,24 @@ def admin_properties(cluster: ClusterSpec) -> dict[str, str]:
     return dict(cluster.client) | dict(cluster.admin)
 
 
+def control_producer_config(cluster: ClusterSpec) -> dict[str, str]:
+    """librdkafka settings of a control-plane producer (syncs, checkpoints, heartbeats)."""
+    props = dict(cluster.client) | dict(cluster.producer)
+    conf = librdkafka_config(props, f"cluster '{cluster.alias}'")
+    conf.update({"acks": "all", "enable.idempotence": "true", "linger.ms": "5"})
+    return conf
+
+
+def control_consumer_config(cluster: ClusterSpec) -> dict[str, str]:
+    """librdkafka settings of a control-plane reader that never commits."""
+    props = dict(cluster.client) | dict(cluster.consumer)
+    conf = librdkafka_config(props, f"cluster '{cluster.alias}'")
+    conf.pop("isolation.level", None)
+    conf.update({"group.id": "kafka-mirror.reader", "enable.auto.commit": "false",
+                 "enable.partition.eof": "true"})
+    return conf
+
+
 def durability_warnings(flow: FlowSpec) -> list[str]:
     """Notices for producer overrides that weaken the no-loss guarantees."""
     props = producer_properties(flow)

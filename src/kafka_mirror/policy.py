@@ -12,8 +12,11 @@ DEFAULT_POLICY_CLASS = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy
 IDENTITY_POLICY_CLASS = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 
 
+HEARTBEATS_TOPIC = "heartbeats"
+
+
 class ReplicationPolicy(ABC):
-    """Names remote topics and tells where a topic came from."""
+    """Names remote topics and MM2's internal topics, and tells where a topic came from."""
 
     @abstractmethod
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
@@ -26,6 +29,46 @@ class ReplicationPolicy(ABC):
     @abstractmethod
     def upstream_topic(self, topic: str) -> str | None:
         """The name ``topic`` had on the cluster it was mirrored from."""
+
+    @abstractmethod
+    def offset_syncs_topic(self, cluster_alias: str) -> str:
+        """``mm2-offset-syncs.<alias>.internal``."""
+
+    @abstractmethod
+    def checkpoints_topic(self, source_alias: str) -> str:
+        """``<source>.checkpoints.internal`` (on the target)."""
+
+    @abstractmethod
+    def is_checkpoints_topic(self, topic: str) -> bool: ...
+
+    @abstractmethod
+    def is_mm2_internal_topic(self, topic: str) -> bool: ...
+
+    def heartbeats_topic(self) -> str:
+        return HEARTBEATS_TOPIC
+
+    def original_topic(self, topic: str) -> str:
+        """The name the topic had where it was first produced (all hops stripped)."""
+        seen: set[str] = set()
+        current = topic
+        while current not in seen:
+            seen.add(current)
+            upstream = self.upstream_topic(current)
+            if upstream is None or upstream == current:
+                return current
+            current = upstream
+        return current
+
+    def is_heartbeats_topic(self, topic: str) -> bool:
+        return self.original_topic(topic) == self.heartbeats_topic()
+
+    def is_internal_topic(self, topic: str) -> bool:
+        """MM2's ``isInternalTopic`` (4.x): its own topics and names starting ``__`` or ``.``."""
+        return (
+            self.is_mm2_internal_topic(topic)
+            or topic.startswith("__")
+            or topic.startswith(".")
+        )
 
     def is_cycle(self, topic: str, target_alias: str) -> bool:
         """True when ``topic`` came from ``target_alias``, however many hops ago."""
@@ -59,34 +102,78 @@ def sql_string(text: str) -> str:
 
 @dataclass(frozen=True)
 class DefaultReplicationPolicy(ReplicationPolicy):
-    """``source.topic``: the alias of the source cluster, a separator, the topic."""
+    """``source.topic``: the alias of the source cluster, a separator, the topic.
+
+    Internal topic names use the separator too, unless
+    ``replication.policy.internal.topic.separator.enabled=false`` (then ``.``).
+    """
 
     separator: str = "."
+    internal_separator_enabled: bool = True
+
+    @property
+    def _internal(self) -> str:
+        return self.separator if self.internal_separator_enabled else "."
 
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
         return f"{source_alias}{self.separator}{topic}"
 
+    def _parts(self, topic: str) -> list[str]:
+        # Java's String.split: trailing empty strings are dropped
+        parts = topic.split(self.separator)
+        while parts and parts[-1] == "":
+            parts.pop()
+        return parts
+
     def topic_source(self, topic: str) -> str | None:
-        head, sep, _ = topic.partition(self.separator)
-        return head if sep and head else None
+        parts = self._parts(topic)
+        return parts[0] if len(parts) >= 2 else None
 
     def upstream_topic(self, topic: str) -> str | None:
-        head, sep, rest = topic.partition(self.separator)
-        return rest if sep and head else None
+        source = self.topic_source(topic)
+        return None if source is None else topic[len(source) + len(self.separator) :]
+
+    def offset_syncs_topic(self, cluster_alias: str) -> str:
+        sep = self._internal
+        return f"mm2-offset-syncs{sep}{cluster_alias}{sep}internal"
+
+    def checkpoints_topic(self, source_alias: str) -> str:
+        sep = self._internal
+        return f"{source_alias}{sep}checkpoints{sep}internal"
+
+    def is_checkpoints_topic(self, topic: str) -> bool:
+        sep = self._internal
+        return topic.endswith(f"{sep}checkpoints{sep}internal")
+
+    def is_mm2_internal_topic(self, topic: str) -> bool:
+        return (
+            topic.startswith("mm2") and topic.endswith(f"{self._internal}internal")
+        ) or self.is_checkpoints_topic(topic)
 
 
 @dataclass(frozen=True)
-class IdentityReplicationPolicy(ReplicationPolicy):
-    """Topics keep their names; there is no cycle protection (as in MirrorMaker 2)."""
+class IdentityReplicationPolicy(DefaultReplicationPolicy):
+    """Topics keep their names, except heartbeats topics (named as by the default policy);
+    there is no cycle protection (as in MirrorMaker 2)."""
+
+    def _heartbeat(self, topic: str) -> bool:
+        return topic.endswith(self.heartbeats_topic())
 
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
+        if self._heartbeat(topic):
+            return super().format_remote_topic(source_alias, topic)
         return topic
 
     def topic_source(self, topic: str) -> str | None:
-        return None
+        return super().topic_source(topic) if self._heartbeat(topic) else None
 
     def upstream_topic(self, topic: str) -> str | None:
-        return None
+        return super().upstream_topic(topic) if self._heartbeat(topic) else topic
+
+    def spark_topic_expression(self, source_alias: str) -> str:
+        prefix = sql_string(super().format_remote_topic(source_alias, ""))
+        suffix = sql_string("%" + self.heartbeats_topic())
+        return f"CASE WHEN topic LIKE {suffix} THEN concat({prefix}, topic) ELSE topic END"
 
 
 POLICY_CLASSES = {

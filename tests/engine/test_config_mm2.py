@@ -43,8 +43,18 @@ def test_seed_example_loads_as_written() -> None:
     assert not flow.should_mirror("x-internal")
     assert flow.should_mirror("orders")
     assert flow.target_topic("orders") == "clusterA.orders"
-    # the worker storage keys and groups are MM2 settings: accepted without a warning
-    assert config.notices == ()
+    # groups, checkpoints and heartbeats are honoured; the worker storage keys and tasks.max
+    # have no meaning here and are reported, with the reason, never dropped quietly
+    assert flow.group_filter.should_sync("app") and not flow.group_filter.should_sync("connect-x")
+    assert flow.syncs.emit_checkpoints and flow.syncs.offset_syncs_replication_factor == 3
+    reported = sorted(n.split("'")[1] for n in config.notices)
+    assert reported == sorted(
+        [f"cluster{c}.{kind}.storage.replication.factor" for c in "AB"
+         for kind in ("config", "offset", "status")] + ["tasks.max"]
+    )
+    assert all("not supported: " in n for n in config.notices)
+    assert {(h.source.alias, h.target.alias) for h in config.heartbeats} == {
+        ("clusterA", "clusterB"), ("clusterB", "clusterA")}
 
 
 def test_properties_syntax_like_java() -> None:

@@ -13,12 +13,34 @@ FLOW_KEYS = frozenset(
         "topics.blacklist",
         "replication.policy.class",
         "replication.policy.separator",
+        "replication.policy.internal.topic.separator.enabled",
         "replication.factor",
         "sync.topic.configs.enabled",
         "refresh.topics.enabled",
         "refresh.topics.interval.seconds",
         "config.properties.exclude",
         "config.properties.blacklist",
+        "groups",
+        "groups.exclude",
+        "groups.blacklist",
+        "refresh.groups.enabled",
+        "refresh.groups.interval.seconds",
+        "emit.offset-syncs.enabled",
+        "offset-syncs.topic.location",
+        "offset-syncs.topic.replication.factor",
+        "emit.checkpoints.enabled",
+        "emit.checkpoints.interval.seconds",
+        "checkpoints.topic.replication.factor",
+        "sync.group.offsets.enabled",
+        "sync.group.offsets.interval.seconds",
+        "emit.heartbeats.enabled",
+        "emit.heartbeats.interval.seconds",
+        "heartbeats.topic.replication.factor",
+        "heartbeats.replication.enabled",
+        "sync.topic.acls.enabled",
+        "sync.topic.acls.interval.seconds",
+        # where a running MirrorMaker 2 keeps its positions (read to take over from it)
+        "offset.storage.topic",
         # kafka-mirror's own engine settings
         "mirror.max.records.per.batch",
         "mirror.trigger.interval.ms",
@@ -26,47 +48,59 @@ FLOW_KEYS = frozenset(
         "mirror.starting.offsets",
         "mirror.lag.group.id",
         "mirror.lag.commit.interval.ms",
+        "mirror.takeover.mm2",
     }
 )
 
-# MirrorMaker 2 / Connect settings read without error; they act in later kafka-mirror releases
-# or have no meaning on Spark (Connect worker storage, task counts, converters).
-ACCEPTED_MM2_PREFIXES = (
-    "groups",
+# MirrorMaker 2 / Connect settings kafka-mirror reads but does not act on, with the reason it
+# reports (at start and in check-config): nothing is accepted and dropped quietly.
+NOT_SUPPORTED: dict[str, str] = {
+    "exactly.once.": "exactly-once on the target is not built yet; the mirror is at-least-once "
+    "(a crash replays at most the batch in flight)",
+    "tasks.max": "Spark runs one task per partition and batch; scale with --spark-master or "
+    "local[N]",
+    "offset.lag.max": "offset syncs are written after every batch for every partition that moved, "
+    "denser than MirrorMaker 2's sampling",
+    "sync.topic.configs.interval.seconds": "topic configs are synced at every topic refresh "
+    "(refresh.topics.interval.seconds)",
+    "config.storage.": "kafka-mirror keeps no Connect worker topics (positions live in Spark "
+    "checkpoints)",
+    "status.storage.": "kafka-mirror keeps no Connect worker topics",
+    "offset.storage.": "kafka-mirror keeps no Connect worker topics (offset.storage.topic is read "
+    "only to take over a MirrorMaker 2's positions)",
+    "offset.flush.": "Spark commits positions after every micro-batch",
+    "dedicated.mode.": "kafka-mirror has no Connect REST server",
+    "listeners": "kafka-mirror has no Connect REST server",
+    "rest.": "kafka-mirror has no Connect REST server",
+    "forwarding.": "kafka-mirror has no Connect REST server",
+    "key.converter": "records are copied as bytes",
+    "value.converter": "records are copied as bytes",
+    "header.converter": "records are copied as bytes",
+    "admin.timeout.ms": "admin calls use the client's request.timeout.ms",
+    "consumer.poll.timeout.ms": "Spark polls the source",
+    "topic.filter.class": "custom Java filter classes cannot run here; use topics and "
+    "topics.exclude",
+    "group.filter.class": "custom Java filter classes cannot run here; use groups and "
     "groups.exclude",
-    "groups.blacklist",
-    "emit.checkpoints.",
-    "emit.heartbeats.",
-    "emit.offset-syncs.",
-    "sync.group.offsets.",
-    "sync.topic.acls.",
-    "refresh.groups.",
-    "offset-syncs.",
-    "checkpoints.topic.",
-    "heartbeats.topic.",
-    "tasks.max",
-    "offset.lag.max",
-    "config.storage.",
-    "offset.storage.",
-    "status.storage.",
-    "exactly.once.",
-    "dedicated.mode.",
-    "key.converter",
-    "value.converter",
-    "header.converter",
-    "admin.timeout.ms",
-    "consumer.poll.timeout.ms",
-    "replication.policy.internal.topic.separator.enabled",
-    "topic.filter.class",
-    "group.filter.class",
-    "config.property.filter.class",
-    "config.providers",
-    "offset.flush.",
-    "listeners",
-    "rest.",
-    "forwarding.",
-    "use.incremental.alter.configs",
-)
+    "config.property.filter.class": "custom Java filter classes cannot run here; use "
+    "config.properties.exclude",
+    "config.providers": "config providers are not resolved yet; write the values in the file",
+    "use.incremental.alter.configs": "topic configs are always synced with incremental alter "
+    "(the key was removed in Kafka 4.0)",
+    "source.cluster.alias": "cluster aliases come from 'clusters' and the A->B flow names",
+    "target.cluster.alias": "cluster aliases come from 'clusters' and the A->B flow names",
+}
+
+
+def not_supported(key: str) -> str | None:
+    """Why kafka-mirror does not act on ``key`` (a flow-level key name), or None."""
+    for prefix, why in NOT_SUPPORTED.items():
+        if key == prefix or (prefix.endswith(".") and key.startswith(prefix)):
+            if key == "offset.storage.topic":
+                return None
+            return why
+    return None
+
 
 # Client settings shared by every client of a cluster (MirrorClientConfig in MM2).
 CLIENT_KEY_PREFIXES = (
@@ -96,11 +130,6 @@ def matches(key: str, prefixes: tuple[str, ...]) -> bool:
 
 def is_client_key(key: str) -> bool:
     return matches(key, CLIENT_KEY_PREFIXES)
-
-
-def is_accepted_mm2_key(key: str) -> bool:
-    return any(key == p or key.startswith(p if p.endswith(".") else p + ".")
-               for p in ACCEPTED_MM2_PREFIXES)
 
 
 def suggestion(key: str, known: list[str]) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_mirror.config import keys
-from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
+from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig, SyncSettings
 from kafka_mirror.config.properties import load_properties
 from kafka_mirror.config.values import Values, check_regex
 from kafka_mirror.errors import ConfigError
@@ -32,6 +32,12 @@ class LegacyArgs:
     abort_on_send_failure: bool = True
     offset_commit_interval_ms: int = 60_000
     ignored: list[str] = field(default_factory=list)
+
+
+LEGACY_SYNCS = SyncSettings(
+    emit_offset_syncs=False, emit_checkpoints=False, heartbeats_replication=False,
+    sync_topic_acls=False,
+)
 
 
 def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +135,11 @@ def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
                 starting_offsets=values.choice(
                     "auto.offset.reset", "earliest", ("earliest", "latest")
                 ),
+                # MM1 kept its position in this group: a first run starts where MM1 stopped
+                takeover_group=group,
+                takeover_mm2=False,
+                # MM1 wrote no offset syncs, checkpoints, heartbeats or ACLs
+                syncs=LEGACY_SYNCS,
             )
         )
     return MirrorConfig(

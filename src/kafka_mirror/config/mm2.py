@@ -7,10 +7,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kafka_mirror.config import keys
-from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
+from kafka_mirror.config.loops import refuse_identity_loops
+from kafka_mirror.config.model import (
+    ClusterSpec,
+    FlowSpec,
+    HeartbeatSpec,
+    MirrorConfig,
+    SyncSettings,
+)
 from kafka_mirror.config.properties import load_properties, parse_properties
 from kafka_mirror.config.values import Values
 from kafka_mirror.errors import ConfigError
+from kafka_mirror.group_filter import DEFAULT_GROUPS_EXCLUDE, GroupFilter
 from kafka_mirror.policy import (
     DEFAULT_POLICY_CLASS,
     POLICY_CLASSES,
@@ -68,12 +76,49 @@ def make_policy(values: Values, key_prefix: str = "") -> ReplicationPolicy:
             "unsupported replication policy; use DefaultReplicationPolicy or "
             "IdentityReplicationPolicy",
         )
-    if kind == "identity":
-        return IdentityReplicationPolicy()
     separator = values.props.get(key_prefix + "replication.policy.separator", ".")
     if not separator:
         raise values.error(key_prefix + "replication.policy.separator", "must not be empty")
-    return DefaultReplicationPolicy(separator)
+    internal = values.boolean(
+        key_prefix + "replication.policy.internal.topic.separator.enabled", True
+    )
+    if kind == "identity":
+        return IdentityReplicationPolicy(separator, internal)
+    return DefaultReplicationPolicy(separator, internal)
+
+
+def sync_settings(values: Values) -> SyncSettings:
+    """MM2's offset-sync, checkpoint, group-sync, heartbeat-replication and ACL settings."""
+    return SyncSettings(
+        emit_offset_syncs=values.boolean("emit.offset-syncs.enabled", True),
+        offset_syncs_location=values.choice(
+            "offset-syncs.topic.location", "source", ("source", "target")
+        ),
+        offset_syncs_replication_factor=_replication_factor(
+            values, "offset-syncs.topic.replication.factor"
+        ),
+        emit_checkpoints=values.boolean("emit.checkpoints.enabled", True),
+        checkpoints_interval=values.number("emit.checkpoints.interval.seconds", 60.0, 0.1),
+        checkpoints_replication_factor=_replication_factor(
+            values, "checkpoints.topic.replication.factor"
+        ),
+        sync_group_offsets=values.boolean("sync.group.offsets.enabled", False),
+        sync_group_offsets_interval=values.number(
+            "sync.group.offsets.interval.seconds", 60.0, 0.1
+        ),
+        refresh_groups=values.boolean("refresh.groups.enabled", True),
+        refresh_groups_interval=values.number("refresh.groups.interval.seconds", 30.0, 0.1),
+        heartbeats_replication=values.boolean("heartbeats.replication.enabled", True),
+        sync_topic_acls=values.boolean("sync.topic.acls.enabled", True),
+        sync_topic_acls_interval=values.number("sync.topic.acls.interval.seconds", 600.0, 0.1),
+    )
+
+
+def _replication_factor(values: Values, key: str) -> int:
+    value = values.integer(key, -1, minimum=-1)
+    if value == 0:
+        raise values.error(key, "must be -1 (broker default) or at least 1")
+    return value
 
 
 def flow_settings(
@@ -89,9 +134,14 @@ def flow_settings(
         include=values.regex_list("topics", (".*",)),
         exclude=values.regex_list(exclude_key, DEFAULT_TOPICS_EXCLUDE),
     )
-    replication_factor = values.integer("replication.factor", -1, minimum=-1)
-    if replication_factor == 0:
-        raise values.error("replication.factor", "must be -1 (broker default) or at least 1")
+    replication_factor = _replication_factor(values, "replication.factor")
+    groups_exclude_key = "groups.exclude" if "groups.exclude" in values.props else (
+        "groups.blacklist"
+    )
+    group_filter = GroupFilter(
+        include=values.regex_list("groups", (".*",)),
+        exclude=values.regex_list(groups_exclude_key, DEFAULT_GROUPS_EXCLUDE),
+    )
     exclude_cfg_key = (
         "config.properties.exclude"
         if "config.properties.exclude" in values.props
@@ -120,13 +170,23 @@ def flow_settings(
         ),
         lag_group_id=values.text("mirror.lag.group.id", f"kafka-mirror.{flow_id}"),
         lag_commit_interval_ms=values.integer("mirror.lag.commit.interval.ms", 5_000, 0),
+        group_filter=group_filter,
+        syncs=sync_settings(values),
+        takeover_mm2=values.boolean("mirror.takeover.mm2", True),
     )
 
 
 def _check_keys(props: Mapping[str, str], aliases: list[str], origin: str) -> list[str]:
-    """Notices for keys kafka-mirror does not know; nothing here is fatal."""
+    """Notices for keys kafka-mirror does not act on; nothing here is fatal."""
     notices: list[str] = []
     known = sorted(keys.FLOW_KEYS | ENGINE_KEYS | {"clusters"})
+
+    def unused(key: str, rest: str) -> bool:
+        why = keys.not_supported(rest)
+        if why:
+            notices.append(f"{origin}: '{key}' not supported: {why}")
+        return why is not None
+
     for key in props:
         if key in ("clusters",) or key in ENGINE_KEYS or key.startswith("spark."):
             continue
@@ -135,23 +195,24 @@ def _check_keys(props: Mapping[str, str], aliases: list[str], origin: str) -> li
             rest = match["key"]
             if rest in keys.FLOW_KEYS or rest.startswith(keys.CLIENT_ROLES):
                 continue
-            if keys.is_accepted_mm2_key(rest) or rest.startswith(("source.", "target.")):
-                continue
-            notices.append(f"{origin}: unknown key '{key}' ignored{keys.suggestion(rest, known)}")
+            if not unused(key, rest):
+                notices.append(
+                    f"{origin}: unknown key '{key}' ignored{keys.suggestion(rest, known)}"
+                )
             continue
         head, _, rest = key.partition(".")
         if head in aliases and rest:
             if keys.is_client_key(rest) or rest.startswith(keys.CLIENT_ROLES):
                 continue
-            if keys.is_accepted_mm2_key(rest):
+            if rest in keys.FLOW_KEYS and rest == "offset.storage.topic":
                 continue
-            notices.append(f"{origin}: unknown key '{key}' ignored")
+            if not unused(key, rest):
+                notices.append(f"{origin}: unknown key '{key}' ignored")
             continue
         if key in keys.FLOW_KEYS or keys.is_client_key(key) or key.startswith(keys.CLIENT_ROLES):
             continue
-        if keys.is_accepted_mm2_key(key):
-            continue
-        notices.append(f"{origin}: unknown key '{key}' ignored{keys.suggestion(key, known)}")
+        if not unused(key, key):
+            notices.append(f"{origin}: unknown key '{key}' ignored{keys.suggestion(key, known)}")
     return notices
 
 
@@ -213,6 +274,7 @@ def mm2_from_properties(props: Mapping[str, str], origin: str) -> MirrorConfig:
             f"{aliases[0]}->{aliases[-1] if len(aliases) > 1 else 'B'}.enabled=true",
             source=origin,
         )
+    refuse_identity_loops(flows, origin)
     state_dir = props.get("mirror.state.dir")
     return MirrorConfig(
         origin=origin,
@@ -221,7 +283,38 @@ def mm2_from_properties(props: Mapping[str, str], origin: str) -> MirrorConfig:
         spark_conf={k: v for k, v in props.items() if k.startswith("spark.")},
         state_dir=Path(state_dir) if state_dir else None,
         notices=tuple(_check_keys(props, aliases, origin)),
+        heartbeats=tuple(_heartbeats(props, aliases, clusters, origin)),
+        raw=dict(props),
     )
+
+
+def _heartbeats(
+    props: Mapping[str, str], aliases: list[str], clusters: Mapping[str, ClusterSpec],
+    origin: str,
+) -> list[HeartbeatSpec]:
+    """MM2's pairs that emit heartbeats: every ordered pair whose (global, or pair's own)
+    ``emit.heartbeats.enabled`` is true, whether or not the pair is enabled."""
+    specs = []
+    for source in aliases:
+        for target in aliases:
+            if source == target:
+                continue
+            prefix = f"{source}->{target}."
+            scoped = _strip(props, prefix)
+            values = _FlowValues({**props, **scoped}, origin, prefix, scoped)
+            if not values.boolean("emit.heartbeats.enabled", True):
+                continue
+            specs.append(
+                HeartbeatSpec(
+                    source=clusters[source],
+                    target=clusters[target],
+                    interval=values.number("emit.heartbeats.interval.seconds", 1.0, 0.01),
+                    replication_factor=_replication_factor(
+                        values, "heartbeats.topic.replication.factor"
+                    ),
+                )
+            )
+    return specs
 
 
 class _FlowValues(Values):

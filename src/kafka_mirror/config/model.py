@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafka_mirror.group_filter import GroupFilter
 from kafka_mirror.policy import ReplicationPolicy
 from kafka_mirror.topic_filter import TopicFilter
 
@@ -23,6 +24,44 @@ class ClusterSpec:
     @property
     def bootstrap_servers(self) -> str:
         return self.client["bootstrap.servers"]
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """What a flow keeps in step besides records, with MirrorMaker 2's keys and meanings.
+
+    Replication factors of -1 mean the broker's default (MM2's default of 3 fails on smaller
+    clusters); intervals are seconds.
+    """
+
+    emit_offset_syncs: bool = True  # emit.offset-syncs.enabled
+    offset_syncs_location: str = "source"  # offset-syncs.topic.location
+    offset_syncs_replication_factor: int = -1
+    emit_checkpoints: bool = True  # emit.checkpoints.enabled
+    checkpoints_interval: float = 60.0  # emit.checkpoints.interval.seconds
+    checkpoints_replication_factor: int = -1
+    sync_group_offsets: bool = False  # sync.group.offsets.enabled
+    sync_group_offsets_interval: float = 60.0
+    refresh_groups: bool = True  # refresh.groups.enabled
+    refresh_groups_interval: float = 30.0
+    heartbeats_replication: bool = True  # heartbeats.replication.enabled
+    sync_topic_acls: bool = True  # sync.topic.acls.enabled
+    sync_topic_acls_interval: float = 600.0
+
+
+@dataclass(frozen=True)
+class HeartbeatSpec:
+    """MM2 emits heartbeats for every pair whose ``emit.heartbeats.enabled`` holds, enabled or not:
+    key (source, target) into ``heartbeats`` on the target."""
+
+    source: ClusterSpec
+    target: ClusterSpec
+    interval: float = 1.0  # emit.heartbeats.interval.seconds
+    replication_factor: int = -1  # heartbeats.topic.replication.factor
+
+    @property
+    def name(self) -> str:
+        return f"{self.source.alias}->{self.target.alias}"
 
 
 @dataclass(frozen=True)
@@ -46,6 +85,10 @@ class FlowSpec:
     starting_offsets: str = "earliest"
     lag_group_id: str = ""
     lag_commit_interval_ms: int = 5_000
+    group_filter: GroupFilter = field(default_factory=GroupFilter)
+    syncs: SyncSettings = field(default_factory=SyncSettings)
+    takeover_mm2: bool = True
+    takeover_group: str = ""
 
     @property
     def name(self) -> str:
@@ -60,9 +103,19 @@ class FlowSpec:
         return self.policy.format_remote_topic(self.source.alias, topic)
 
     def should_mirror(self, topic: str) -> bool:
-        return self.topic_filter.should_mirror(topic) and not self.policy.is_cycle(
-            topic, self.target.alias
+        """MM2's test: passes the filter (or is a heartbeats topic, when those replicate), is
+        not internal and did not come from the target."""
+        wanted = self.topic_filter.should_mirror(topic) or (
+            self.syncs.heartbeats_replication and self.policy.is_heartbeats_topic(topic)
         )
+        return (
+            wanted
+            and not self.policy.is_internal_topic(topic)
+            and not self.policy.is_cycle(topic, self.target.alias)
+        )
+
+    def should_checkpoint(self, group: str) -> bool:
+        return group != self.lag_group_id and self.group_filter.should_sync(group)
 
 
 @dataclass(frozen=True)
@@ -75,3 +128,5 @@ class MirrorConfig:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     state_dir: Path | None = None
     notices: tuple[str, ...] = ()
+    heartbeats: tuple[HeartbeatSpec, ...] = ()
+    raw: Mapping[str, str] = field(default_factory=dict)

@@ -1,19 +1,21 @@
 """What happens after each committed micro-batch: the hook point of the control plane.
 
-Spark reports a batch's progress only after its commit is recorded, and the Kafka sink commits
+Spark reports a batch's progress only after its commit is recorded, and the batch writer returns
 only after the producer flushed with acks from the target; so when a hook runs, everything up
-to ``source_end`` is on the target.
+to ``source_end`` is on the target. (Hooks that need exact target offsets attach to the batch
+writer instead: progress events arrive while the next batch is already writing.)
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import Positions
 
 log = logging.getLogger(__name__)
@@ -66,7 +68,8 @@ def parse_offsets(text: Any) -> Positions:
     }
 
 
-def _observed(progress: Any, name: str) -> tuple[int, int]:
+def observed(progress: Any, name: str) -> tuple[int, int]:
+    """(records, bytes) the flow's ``observe`` counted in the batch."""
     metrics = getattr(progress, "observedMetrics", None) or {}
     row = metrics.get(name)
     if row is None:
@@ -76,25 +79,23 @@ def _observed(progress: Any, name: str) -> tuple[int, int]:
 
 
 def event_from_progress(
-    flow: FlowSpec,
-    progress: Any,
-    observation: str,
-    target_end: Callable[[Positions], Positions],
+    flow: FlowSpec, progress: Any, written: BatchWritten | None
 ) -> BatchCommitted:
+    """The committed batch as Spark's progress reports it, with the sizes and target offsets
+    its :class:`BatchWriter` measured."""
     source = progress.sources[0]
     start = parse_offsets(source.startOffset)
     end = parse_offsets(source.endOffset)
-    records, size = _observed(progress, observation)
-    moved = end != start
+    moved = end != start and written is not None
     return BatchCommitted(
         flow=flow,
         batch_id=int(progress.batchId),
         source_start=start,
         source_end=end,
         source_latest=parse_offsets(source.latestOffset),
-        target_end=target_end(end) if moved else {},
-        records=records if moved else 0,
-        bytes=size if moved else 0,
+        target_end=written.target_end if moved and written else {},
+        records=written.records if moved and written else 0,
+        bytes=written.bytes if moved and written else 0,
         input_rate=float(progress.inputRowsPerSecond or 0.0),
         process_rate=float(progress.processedRowsPerSecond or 0.0),
     )

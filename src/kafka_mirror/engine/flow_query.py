@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.clients import TIMESTAMP_HEADER, spark_sink_options, spark_source_options
+from kafka_mirror.clients import TIMESTAMP_HEADER, spark_source_options
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.batch_writer import BatchWriter
 from kafka_mirror.policy import sql_string
 
 OBSERVATION = "kafka_mirror"
@@ -25,12 +26,6 @@ _HEADERS = (
 )
 
 
-def expr(text: str) -> Any:
-    from pyspark.sql import functions
-
-    return functions.expr(text)
-
-
 def mirror_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str) -> Any:
     """The streaming DataFrame of target records for the assigned source partitions."""
     reader = spark.readStream.format("kafka")
@@ -42,6 +37,8 @@ def mirror_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int], start: 
         .option("startingOffsets", start)
         .load()
     )
+    from pyspark.sql import functions
+
     out = source.selectExpr(
         f"{flow.policy.spark_topic_expression(flow.source.alias)} AS topic",
         "partition",
@@ -51,17 +48,22 @@ def mirror_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int], start: 
     )
     size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
     return out.observe(
-        OBSERVATION, expr("count(1)").alias("records"), expr(f"sum({size})").alias("bytes")
+        OBSERVATION,
+        functions.expr("count(1)").alias("records"),
+        functions.expr(f"sum({size})").alias("bytes"),
     )
 
 
 def start_query(
-    spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str, checkpoint: Path
+    spark: Any,
+    flow: FlowSpec,
+    assignment: dict[str, int],
+    start: str,
+    checkpoint: Path,
+    batch_writer: BatchWriter,
 ) -> Any:
-    """Start the flow's query; the sink flushes (acks=all) before a batch commits."""
-    writer = mirror_frame(spark, flow, assignment, start).writeStream.format("kafka")
-    for key, value in spark_sink_options(flow).items():
-        writer = writer.option(key, value)
+    """Start the flow's query; each batch is flushed (acks=all) before Spark commits it."""
+    writer = mirror_frame(spark, flow, assignment, start).writeStream.foreachBatch(batch_writer)
     writer = writer.option("checkpointLocation", str(checkpoint)).queryName(flow.path_name)
     if flow.trigger_interval_ms > 0:
         writer = writer.trigger(processingTime=f"{flow.trigger_interval_ms} milliseconds")

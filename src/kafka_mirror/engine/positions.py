@@ -32,23 +32,52 @@ def _batch_ids(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def committed_positions(checkpoint: Path) -> Positions | None:
-    """End offsets of the last batch whose commit Spark recorded, or None."""
-    commits = _batch_ids(checkpoint / "commits")
-    if not commits:
-        return None
-    offsets_file = checkpoint / "offsets" / str(commits[-1])
-    lines = offsets_file.read_text(encoding="utf-8").splitlines()
-    # line 1: version; line 2: batch metadata; then one line of offsets per source
-    source_lines = [ln for ln in lines[2:] if ln.strip().startswith("{")]
-    if not source_lines:
-        return None
-    parsed: dict[str, dict[str, int]] = json.loads(source_lines[0])
+def _positions(parsed: dict[str, dict[str, int]]) -> Positions:
     return {
         (topic, int(partition)): int(offset)
         for topic, partitions in parsed.items()
         for partition, offset in partitions.items()
     }
+
+
+def batch_end_positions(checkpoint: Path, batch_id: int) -> Positions | None:
+    """End offsets of batch ``batch_id`` from Spark's offset log (written before it runs)."""
+    offsets_file = checkpoint / "offsets" / str(batch_id)
+    if not offsets_file.is_file():
+        return None
+    lines = offsets_file.read_text(encoding="utf-8").splitlines()
+    # line 1: version; line 2: batch metadata; then one line of offsets per source
+    source_lines = [ln for ln in lines[2:] if ln.strip().startswith("{")]
+    if not source_lines:
+        return None
+    return _positions(json.loads(source_lines[0]))
+
+
+def initial_positions(checkpoint: Path) -> Positions | None:
+    """Where the Kafka source of this checkpoint started, as Spark resolved it."""
+    path = checkpoint / "sources" / "0" / "0"
+    if not path.is_file():
+        return None
+    text = path.read_bytes().lstrip(b"\0").decode("utf-8")
+    lines = [ln for ln in text.splitlines() if ln.strip().startswith("{")]
+    return _positions(json.loads(lines[0])) if lines else None
+
+
+def batch_start_positions(checkpoint: Path, batch_id: int) -> Positions | None:
+    """Start offsets of batch ``batch_id``: the previous batch's end, or the initial ones."""
+    if batch_id > 0:
+        previous = batch_end_positions(checkpoint, batch_id - 1)
+        if previous is not None:
+            return previous
+    return initial_positions(checkpoint)
+
+
+def committed_positions(checkpoint: Path) -> Positions | None:
+    """End offsets of the last batch whose commit Spark recorded, or None."""
+    commits = _batch_ids(checkpoint / "commits")
+    if not commits:
+        return None
+    return batch_end_positions(checkpoint, commits[-1])
 
 
 class FlowState:

@@ -9,15 +9,28 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kafka_mirror.acl_sync import AclSync
 from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.clients import durability_warnings
+from kafka_mirror.checkpoints import GroupCheckpointer
+from kafka_mirror.clients import durability_warnings, spark_sink_options
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
-from kafka_mirror.engine.batches import BatchHook, event_from_progress, run_hooks
+from kafka_mirror.engine.batch_writer import (
+    BatchWriter,
+    BatchWritten,
+    WriteHook,
+    run_write_hooks,
+)
+from kafka_mirror.engine.batches import BatchHook, event_from_progress, observed, run_hooks
 from kafka_mirror.engine.flow_query import OBSERVATION, start_query
 from kafka_mirror.engine.positions import FlowState, Positions, starting_offsets
 from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
 from kafka_mirror.errors import MirrorError
+from kafka_mirror.heartbeats import HeartbeatEmitter
 from kafka_mirror.lag import LagCommitter
+from kafka_mirror.mm2_positions import mm2_offsets_topic, read_mm2_positions
+from kafka_mirror.offset_ranges import OffsetRanges
+from kafka_mirror.offset_syncs import OffsetSyncWriter
+from kafka_mirror.periodic import Periodic
 from kafka_mirror.progress import ProgressReporter
 from kafka_mirror.topics import TopicSync
 
@@ -25,19 +38,51 @@ log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15.0
 
 
+class RangeKeeper:
+    """Batch-writer hook: remembers where each batch landed, for offset translation."""
+
+    def __init__(self, ranges: OffsetRanges) -> None:
+        self.ranges = ranges
+
+    def on_written(self, event: BatchWritten) -> None:
+        for copy in event.copies:
+            self.ranges.add(copy.topic, copy.partition, copy.copied)
+
+
 class FlowRunner:
     """One flow's query, restarted on a fresh checkpoint generation when its topics change."""
 
     def __init__(
-        self, flow: FlowSpec, state_root: Path, source: ClusterAdmin, target: ClusterAdmin
+        self,
+        flow: FlowSpec,
+        state_root: Path,
+        admins: Mapping[str, ClusterAdmin],
+        raw_config: Mapping[str, str] | None = None,
     ) -> None:
         self.flow = flow
         self.state = FlowState(state_root / flow.path_name)
-        self.topics = TopicSync(flow, source, target)
-        self.target = target
+        self.source = admins[flow.source.alias]
+        self.target = admins[flow.target.alias]
+        self.topics = TopicSync(flow, self.source, self.target)
+        self.raw_config = dict(raw_config or {})
+        self.ranges_path = self.state.flow_dir / "offset-ranges.json"
+        self.ranges = OffsetRanges.load(self.ranges_path)
+        self.offset_syncs = (
+            OffsetSyncWriter(flow, admins) if flow.syncs.emit_offset_syncs else None
+        )
+        self.hooks: list[WriteHook] = [RangeKeeper(self.ranges)]
+        if self.offset_syncs is not None:
+            self.hooks.append(self.offset_syncs)
         self.query: Any = None
+        # per query run (progress events of a stopped run can still arrive after a restart)
+        self.writers: dict[str, BatchWriter] = {}
         self.assignment: dict[str, int] = {}
         self.next_refresh = 0.0
+
+    def start_control(self) -> None:
+        """Internal topics the flow writes exist before any batch runs."""
+        if self.offset_syncs is not None:
+            self.offset_syncs.start()
 
     def sync_topics(self) -> dict[str, int]:
         """Bring the target topics in line; return the source partitions to mirror."""
@@ -53,6 +98,29 @@ class FlowRunner:
                 log.info("flow %s: topics or partitions changed; restarting", self.flow.name)
             self._restart(spark, assignment)
 
+    def takeover_positions(self) -> Positions | None:
+        """Where a first run starts when another mirror ran before: MirrorMaker 1's consumer
+        group (``legacy``), or a MirrorMaker 2's positions in its Connect offsets topic."""
+        flow = self.flow
+        if flow.takeover_group:
+            committed = self.source.committed_offsets(flow.takeover_group)
+            if committed:
+                log.info(
+                    "flow %s: first run starts at the offsets group %s committed (%d partitions)",
+                    flow.name, flow.takeover_group, len(committed),
+                )
+                return {tp: offset for tp, (offset, _) in committed.items()}
+        if flow.takeover_mm2:
+            topic = mm2_offsets_topic(self.raw_config, flow.source.alias, flow.target.alias)
+            positions = read_mm2_positions(flow.target, topic, flow.source.alias)
+            if positions:
+                log.info(
+                    "flow %s: taking over from MirrorMaker 2: %d partitions start where its "
+                    "offsets topic %s says it stopped", flow.name, len(positions), topic,
+                )
+                return positions
+        return None
+
     def _restart(self, spark: Any, assignment: dict[str, int]) -> None:
         self.stop()
         self.assignment = assignment
@@ -60,10 +128,15 @@ class FlowRunner:
             log.info("flow %s: no source topic matches yet", self.flow.name)
             return
         known = self.state.last_positions()
+        if known is None:
+            known = self.takeover_positions()
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
         checkpoint = self.state.new_generation()
         self.state.prune(keep=checkpoint)
-        self.query = start_query(spark, self.flow, assignment, start, checkpoint)
+        writer = BatchWriter(self.flow, checkpoint, spark_sink_options(self.flow), self.target)
+        self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer)
+        self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
+        self.writers[str(self.query.runId)] = writer
         log.info(
             "flow %s: mirroring %d topics, %d partitions (checkpoint %s)",
             self.flow.name,
@@ -72,9 +145,8 @@ class FlowRunner:
             checkpoint,
         )
 
-    def target_end(self, source_positions: Positions) -> Positions:
-        partitions = sorted({(self.flow.target_topic(t), p) for t, p in source_positions})
-        return self.target.end_offsets(partitions)
+    def save_ranges(self) -> None:
+        self.ranges.save(self.ranges_path)
 
     def check(self) -> None:
         if self.query is not None and not self.query.isActive:
@@ -105,7 +177,14 @@ class _Listener:
         runner = self.runners.get(progress.name)
         if runner is None or not progress.sources:
             return
-        event = event_from_progress(runner.flow, progress, OBSERVATION, runner.target_end)
+        writer = runner.writers.get(str(progress.runId))
+        records, size = observed(progress, OBSERVATION)
+        written = (
+            writer.completed(int(progress.batchId), records, size) if writer is not None else None
+        )
+        if written is not None:
+            run_write_hooks(runner.hooks, written)
+        event = event_from_progress(runner.flow, progress, written)
         run_hooks(self.hooks, event)
 
 
@@ -146,14 +225,54 @@ class Mirror:
         self.connect_timeout = connect_timeout
 
     def connect(self) -> dict[str, ClusterAdmin]:
-        """One admin per cluster a flow uses; fails, naming the cluster, within the timeout."""
+        """One admin per cluster a flow or a heartbeat uses; fails, naming the cluster, within
+        the timeout."""
         used = {f.source.alias for f in self.config.flows} | {
             f.target.alias for f in self.config.flows
         }
+        used |= {h.target.alias for h in self.config.heartbeats}
         admins = {alias: ClusterAdmin(self.config.clusters[alias]) for alias in sorted(used)}
         for admin in admins.values():
             admin.wait_ready(self.connect_timeout)
         return admins
+
+    def control_plane(
+        self, runners: Mapping[str, FlowRunner], admins: Mapping[str, ClusterAdmin]
+    ) -> tuple[list[Periodic], list[GroupCheckpointer], list[HeartbeatEmitter]]:
+        """Create the internal topics, then the periodic tasks: checkpoints, group offset sync,
+        ACL sync, heartbeats, and saving the translation ranges."""
+        tasks: list[Periodic] = []
+        checkpointers: list[GroupCheckpointer] = []
+        for runner in runners.values():
+            flow = runner.flow
+            runner.start_control()
+            tasks.append(Periodic(f"{flow.name} ranges", 10.0, runner.save_ranges, 10.0))
+            if flow.syncs.emit_checkpoints:
+                checkpointer = GroupCheckpointer(flow, runner.source, runner.target, runner.ranges)
+                checkpointer.start()
+                checkpointers.append(checkpointer)
+                tasks.append(Periodic(f"{flow.name} checkpoints", flow.syncs.checkpoints_interval,
+                                      checkpointer.emit, flow.syncs.checkpoints_interval))
+                if flow.syncs.refresh_groups:
+                    tasks.append(Periodic(f"{flow.name} groups",
+                                          flow.syncs.refresh_groups_interval,
+                                          checkpointer.refresh_groups,
+                                          flow.syncs.refresh_groups_interval))
+                if flow.syncs.sync_group_offsets:
+                    interval = flow.syncs.sync_group_offsets_interval
+                    tasks.append(Periodic(f"{flow.name} group offsets", interval,
+                                          checkpointer.sync_group_offsets, interval))
+            if flow.syncs.sync_topic_acls:
+                acls = AclSync(flow, runner.source, runner.target)
+                tasks.append(Periodic(f"{flow.name} ACLs", flow.syncs.sync_topic_acls_interval,
+                                      acls.run))
+        emitters = []
+        for spec in self.config.heartbeats:
+            emitter = HeartbeatEmitter(spec, admins)
+            emitter.start()
+            emitters.append(emitter)
+            tasks.append(Periodic(f"{spec.name} heartbeats", spec.interval, emitter.beat))
+        return tasks, checkpointers, emitters
 
     def run(self, stop: threading.Event) -> None:
         for notice in self.config.notices:
@@ -163,13 +282,15 @@ class Mirror:
                 log.warning("%s", warning)
         admins = self.connect()
         runners = {
-            flow.path_name: FlowRunner(
-                flow, self.state_dir, admins[flow.source.alias], admins[flow.target.alias]
-            )
+            flow.path_name: FlowRunner(flow, self.state_dir, admins, self.config.raw)
             for flow in self.config.flows
         }
-        # topic problems surface before Spark starts
+        # internal topics first (a heartbeats topic is mirrored like any topic), then the
+        # topic sync: problems surface before Spark starts
+        tasks, checkpointers, emitters = self.control_plane(runners, admins)
         initial = {name: runner.sync_topics() for name, runner in runners.items()}
+        for task in tasks:
+            task.start()
         conf = spark_conf(
             self.config.spark_conf, self.cli_spark_conf, connector_jars(self.jars_dir)
         )
@@ -191,6 +312,21 @@ class Mirror:
             log.info("stopping")
             for runner in runners.values():
                 runner.stop()
+            for task in tasks:
+                task.stop()
+            for checkpointer in checkpointers:
+                try:  # the newest positions, for consumers that fail over after this stop
+                    checkpointer.emit()
+                except Exception as exc:
+                    log.warning("last checkpoints of %s not written: %s",
+                                checkpointer.flow.name, exc)
+                checkpointer.close()
+            for emitter in emitters:
+                emitter.close()
+            for runner in runners.values():
+                runner.save_ranges()
+                if runner.offset_syncs is not None:
+                    runner.offset_syncs.close()
             lag.close()
             spark.stop()
             log.info("stopped")

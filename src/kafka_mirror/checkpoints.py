@@ -1,0 +1,170 @@
+"""Consumer-group checkpoints and group offset sync, in MirrorMaker 2's formats and rules.
+
+For every group of the source that the flow's ``groups``/``groups.exclude`` select, its committed
+offsets on mirrored topics are translated (:mod:`kafka_mirror.offset_ranges`: exact where offsets
+map one to one, the batch start where they do not, never past a record the group has not read)
+and written to ``<source>.checkpoints.internal`` on the target, where Kafka's own
+``RemoteClusterUtils.translateOffsets`` and ``MirrorClient.remoteConsumerOffsets`` read them.
+With ``sync.group.offsets.enabled`` the translated offsets are also committed on the target for
+groups that are absent or empty there, never moving a partition backwards and never touching a
+group with active members.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Producer
+
+from kafka_mirror.admin import ClusterAdmin
+from kafka_mirror.clients import control_producer_config
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.mm2_records import Checkpoint
+from kafka_mirror.offset_ranges import OffsetRanges
+
+log = logging.getLogger(__name__)
+
+Translate = Callable[[str, int, int], "int | None"]
+
+
+def checkpoint_topic_name(flow: FlowSpec, topic: str) -> str:
+    """MM2's ``renameTopicPartition``: a topic that came from the target goes back to its
+    original name; any other gets the remote name."""
+    if flow.policy.topic_source(topic) == flow.target.alias:
+        return flow.policy.original_topic(topic)
+    return flow.target_topic(topic)
+
+
+def group_checkpoints(
+    flow: FlowSpec,
+    group: str,
+    committed: dict[tuple[str, int], tuple[int, str]],
+    translate: Translate,
+) -> list[Checkpoint]:
+    """The checkpoints of one group: each committed offset on a topic the flow mirrors that
+    the mirror can translate."""
+    out = []
+    for (topic, partition), (offset, metadata) in sorted(committed.items()):
+        if not flow.topic_filter.should_mirror(topic):
+            continue
+        downstream = translate(topic, partition, offset)
+        if downstream is None or downstream < 0:
+            continue
+        out.append(
+            Checkpoint(group, checkpoint_topic_name(flow, topic), partition, offset,
+                       downstream, metadata)
+        )
+    return out
+
+
+def newer(previous: Checkpoint | None, current: Checkpoint) -> bool:
+    """MM2's emit rule: new, the upstream offset went back (a rewind), or downstream advanced."""
+    return (
+        previous is None
+        or current.upstream_offset < previous.upstream_offset
+        or current.offset > previous.offset
+    )
+
+
+@dataclass
+class SyncOutcome:
+    committed: dict[str, int]
+    skipped_active: list[str]
+
+
+class GroupCheckpointer:
+    """Emits a flow's checkpoints and, when enabled, syncs group offsets on the target."""
+
+    def __init__(
+        self, flow: FlowSpec, source: ClusterAdmin, target: ClusterAdmin, ranges: OffsetRanges
+    ) -> None:
+        self.flow = flow
+        self.source = source
+        self.target = target
+        self.ranges = ranges
+        self.topic = flow.policy.checkpoints_topic(flow.source.alias)
+        self.producer = Producer(control_producer_config(flow.target))
+        self.latest: dict[tuple[str, str, int], Checkpoint] = {}
+        self._groups: list[str] = []
+        self._active_logged: set[str] = set()
+
+    def start(self) -> None:
+        self.target.ensure_compacted_topic(
+            self.topic, self.flow.syncs.checkpoints_replication_factor
+        )
+        self.refresh_groups()
+
+    def refresh_groups(self) -> None:
+        self._groups = [g for g in self.source.consumer_groups() if self.flow.should_checkpoint(g)]
+
+    def emit(self) -> int:
+        """One checkpoint round; returns the number of checkpoints written."""
+        pending = []
+        for group in self._groups:
+            committed = self.source.committed_offsets(group)
+            for checkpoint in group_checkpoints(
+                self.flow, group, committed, self.ranges.translate
+            ):
+                key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
+                if newer(self.latest.get(key), checkpoint):
+                    pending.append(checkpoint)
+        errors: list[str] = []
+
+        def delivered(error: object, _msg: object) -> None:
+            if error is not None:
+                errors.append(str(error))
+
+        for checkpoint in pending:
+            self.producer.produce(self.topic, checkpoint.value(), checkpoint.key(), partition=0,
+                                  on_delivery=delivered)
+        if pending and (self.producer.flush(30) or errors):
+            raise MirrorError(
+                f"flow {self.flow.name}: checkpoints not written to {self.topic} on cluster "
+                f"'{self.flow.target.alias}': {errors[0] if errors else 'timed out'}"
+            )
+        for checkpoint in pending:
+            self.latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+        if pending:
+            log.info("flow %s: %d checkpoints written for %d groups", self.flow.name,
+                     len(pending), len({c.group for c in pending}))
+        return len(pending)
+
+    def sync_group_offsets(self) -> SyncOutcome:
+        """Commit the latest checkpoints on the target for absent or empty groups."""
+        by_group: dict[str, list[Checkpoint]] = {}
+        for checkpoint in self.latest.values():
+            by_group.setdefault(checkpoint.group, []).append(checkpoint)
+        outcome = SyncOutcome({}, [])
+        for group, checkpoints in sorted(by_group.items()):
+            state, members = self.target.group_state(group)
+            if members > 0 or state not in ("ABSENT", "EMPTY"):
+                outcome.skipped_active.append(group)
+                if group not in self._active_logged:
+                    log.info(
+                        "flow %s: group %s is active on cluster %s (%s, %d members): its offsets "
+                        "there are left alone", self.flow.name, group, self.flow.target.alias,
+                        state, members,
+                    )
+                    self._active_logged.add(group)
+                continue
+            self._active_logged.discard(group)
+            current = self.target.committed_offsets(group) if state == "EMPTY" else {}
+            wanted = {
+                (c.topic, c.partition): (c.offset, c.metadata)
+                for c in checkpoints
+                if (c.topic, c.partition) not in current
+                or current[(c.topic, c.partition)][0] < c.offset
+            }
+            if not wanted:
+                continue
+            self.target.commit_group_offsets(group, wanted)
+            outcome.committed[group] = len(wanted)
+            log.info("flow %s: group %s: %d offsets committed on cluster %s", self.flow.name,
+                     group, len(wanted), self.flow.target.alias)
+        return outcome
+
+    def close(self) -> None:
+        self.producer.flush(10)

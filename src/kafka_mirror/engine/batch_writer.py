@@ -1,0 +1,162 @@
+"""Writes each micro-batch of a flow and measures exactly where its records landed.
+
+The flow's query hands every micro-batch to :class:`BatchWriter` (Spark's ``foreachBatch``),
+which writes it with Spark's Kafka writer: records stay in the JVM; Python sees one call per
+batch. Around the write, with no other batch of the flow running, it reads the target
+partitions' end offsets; Spark's offset log gives the source range. So each batch yields, per
+source partition, the source range read and the target range written, measured without racing
+the next batch (Spark's progress events arrive asynchronously, while the next batch writes).
+Hooks (offset syncs, the translation ranges) run once Spark committed the batch and reported its
+record count.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.positions import batch_end_positions, batch_start_positions
+from kafka_mirror.offset_ranges import CopiedRange
+
+log = logging.getLogger(__name__)
+
+
+class TargetOffsets(Protocol):
+    def end_offsets(
+        self, partitions: list[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], int]: ...
+
+
+@dataclass(frozen=True)
+class PartitionCopy:
+    """One source partition's share of a written batch."""
+
+    topic: str
+    partition: int
+    target_topic: str
+    copied: CopiedRange
+
+
+@dataclass(frozen=True)
+class BatchWritten:
+    """A batch of ``flow`` on the target (acknowledged by every in-sync replica)."""
+
+    flow: FlowSpec
+    batch_id: int
+    copies: tuple[PartitionCopy, ...]
+    records: int
+    bytes: int
+
+    @property
+    def target_end(self) -> dict[tuple[str, int], int]:
+        return {(c.target_topic, c.partition): c.copied.target_end for c in self.copies}
+
+
+class WriteHook(Protocol):
+    def on_written(self, event: BatchWritten) -> None: ...
+
+
+def partition_copies(
+    flow: FlowSpec,
+    source_start: Mapping[tuple[str, int], int],
+    source_end: Mapping[tuple[str, int], int],
+    target_before: Mapping[tuple[str, int], int],
+    target_after: Mapping[tuple[str, int], int],
+    records: int,
+) -> list[PartitionCopy]:
+    """Per moved partition, the ranges; exact only if the batch had no offset gaps at all
+    (``records`` equals the summed source spans) and the target span equals the source span."""
+    moved = [
+        (tp, source_start.get(tp, end), end)
+        for tp, end in sorted(source_end.items())
+        if end > source_start.get(tp, end)
+    ]
+    gap_free = records == sum(end - start for _, start, end in moved)
+    copies = []
+    for (topic, partition), start, end in moved:
+        target_topic = flow.target_topic(topic)
+        before = target_before.get((target_topic, partition))
+        after = target_after.get((target_topic, partition))
+        if before is None or after is None:
+            continue
+        exact = gap_free and after - before == end - start
+        copies.append(
+            PartitionCopy(topic, partition, target_topic,
+                          CopiedRange(start, end, before, after, exact))
+        )
+    return copies
+
+
+@dataclass(frozen=True)
+class WrittenRanges:
+    """What one batch's write measured: source offsets from Spark's log, target end offsets
+    right before and right after the write."""
+
+    source_start: dict[tuple[str, int], int]
+    source_end: dict[tuple[str, int], int]
+    target_before: dict[tuple[str, int], int]
+    target_after: dict[tuple[str, int], int]
+
+
+class BatchWriter:
+    """``foreachBatch`` function of one flow's query (one checkpoint generation).
+
+    The number of records a batch held (needed to tell whether its offsets had gaps) arrives
+    with Spark's progress event, after the commit: :meth:`completed` then builds the
+    :class:`BatchWritten` event from what the write measured.
+    """
+
+    def __init__(
+        self,
+        flow: FlowSpec,
+        checkpoint: Path,
+        sink_options: Mapping[str, str],
+        target: TargetOffsets,
+    ) -> None:
+        self.flow = flow
+        self.checkpoint = checkpoint
+        self.sink_options = dict(sink_options)
+        self.target = target
+        self._written: dict[int, WrittenRanges] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        start = batch_start_positions(self.checkpoint, batch_id) or {}
+        end = batch_end_positions(self.checkpoint, batch_id) or {}
+        moved = [tp for tp, offset in end.items() if offset > start.get(tp, offset)]
+        partitions = sorted({(self.flow.target_topic(t), p) for t, p in moved})
+        before = self.target.end_offsets(partitions)
+        writer = frame.write.format("kafka")
+        for key, value in self.sink_options.items():
+            writer = writer.option(key, value)
+        writer.save()
+        after = self.target.end_offsets(partitions)
+        with self._lock:
+            self._written[batch_id] = WrittenRanges(start, end, before, after)
+            for old in [b for b in self._written if b < batch_id - 100]:
+                del self._written[old]
+
+    def completed(self, batch_id: int, records: int, size: int) -> BatchWritten | None:
+        """The batch's event once Spark committed it and reported how many records it held."""
+        with self._lock:
+            ranges = self._written.pop(batch_id, None)
+        if ranges is None:
+            return None
+        copies = partition_copies(
+            self.flow, ranges.source_start, ranges.source_end, ranges.target_before,
+            ranges.target_after, records,
+        )
+        return BatchWritten(self.flow, batch_id, tuple(copies), records, size)
+
+
+def run_write_hooks(hooks: Sequence[WriteHook], event: BatchWritten) -> None:
+    for hook in hooks:
+        try:
+            hook.on_written(event)
+        except Exception:
+            log.exception("flow %s: batch hook %s failed", event.flow.name, type(hook).__name__)

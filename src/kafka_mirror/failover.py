@@ -1,0 +1,131 @@
+"""Consumer-group failover from the checkpoints kafka-mirror (or MirrorMaker 2) wrote.
+
+``kafka-mirror offsets translate`` reads ``<source>.checkpoints.internal`` on the target as Kafka's
+``MirrorClient.remoteConsumerOffsets`` does (partition 0 from the beginning, the last record per
+(group, topic, partition) wins), so it prints what ``RemoteClusterUtils.translateOffsets`` returns.
+``kafka-mirror offsets failover`` commits those offsets for the group on the target, refusing a
+group with active members there, and never moving a partition backwards.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from kafka_mirror.admin import ClusterAdmin
+from kafka_mirror.clients import control_consumer_config
+from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.mm2_records import Checkpoint, RecordFormatError
+
+
+def read_checkpoints(cluster: ClusterSpec, topic: str, timeout: float = 30.0) -> list[Checkpoint]:
+    """Every checkpoint in partition 0 of ``topic`` in log order; unreadable records skipped."""
+    consumer = Consumer(control_consumer_config(cluster))
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout)
+        described = meta.topics.get(topic)
+        if described is None or described.error is not None:
+            return []
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
+        if high <= low:
+            return []
+        consumer.assign([TopicPartition(topic, 0, low)])
+        out: list[Checkpoint] = []
+        deadline = time.monotonic() + timeout
+        position = low
+        while position < high and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=1.0):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        position = high
+                    continue
+                position = (msg.offset() or 0) + 1
+                try:
+                    out.append(Checkpoint.decode(msg.key(), msg.value()))
+                except RecordFormatError:
+                    continue
+        return out
+    finally:
+        consumer.close()
+
+
+def latest_checkpoints(
+    checkpoints: list[Checkpoint], group: str
+) -> dict[tuple[str, int], Checkpoint]:
+    """The group's checkpoint per target partition: the last one in log order wins."""
+    return {(c.topic, c.partition): c for c in checkpoints if c.group == group}
+
+
+@dataclass(frozen=True)
+class Translation:
+    flow: FlowSpec
+    checkpoints_topic: str
+    offsets: dict[tuple[str, int], Checkpoint]
+
+
+def flows_into(config: MirrorConfig, to_cluster: str | None, from_cluster: str | None
+               ) -> list[FlowSpec]:
+    flows = [
+        f for f in config.flows
+        if (to_cluster is None or f.target.alias == to_cluster)
+        and (from_cluster is None or f.source.alias == from_cluster)
+    ]
+    if not flows:
+        raise MirrorError(
+            f"no enabled flow {from_cluster or '*'}->{to_cluster or '*'} in {config.origin}"
+        )
+    return flows
+
+
+def translate(config: MirrorConfig, group: str, to_cluster: str | None = None,
+              from_cluster: str | None = None) -> list[Translation]:
+    out = []
+    for flow in flows_into(config, to_cluster, from_cluster):
+        topic = flow.policy.checkpoints_topic(flow.source.alias)
+        out.append(Translation(flow, topic,
+                               latest_checkpoints(read_checkpoints(flow.target, topic), group)))
+    return out
+
+
+@dataclass(frozen=True)
+class FailoverResult:
+    cluster: str
+    committed: dict[tuple[str, int], int]
+    kept: dict[tuple[str, int], int]
+
+
+def failover(config: MirrorConfig, group: str, to_cluster: str | None = None,
+             from_cluster: str | None = None, dry_run: bool = False) -> list[FailoverResult]:
+    """Commit the group's translated offsets on the target cluster(s)."""
+    results = []
+    by_target: dict[str, dict[tuple[str, int], Checkpoint]] = {}
+    for translation in translate(config, group, to_cluster, from_cluster):
+        by_target.setdefault(translation.flow.target.alias, {}).update(translation.offsets)
+    for alias, offsets in sorted(by_target.items()):
+        if not offsets:
+            raise MirrorError(
+                f"no checkpoints for group '{group}' on cluster '{alias}': the mirror has not "
+                "translated it yet (is the group selected by 'groups', and did it commit?)"
+            )
+        admin = ClusterAdmin(config.clusters[alias])
+        admin.wait_ready(30)
+        state, members = admin.group_state(group)
+        if members > 0:
+            raise MirrorError(
+                f"group '{group}' is active on cluster '{alias}' ({state}, {members} members): "
+                "stop its consumers there before failing it over"
+            )
+        current = admin.committed_offsets(group)
+        wanted = {
+            tp: (c.offset, c.metadata) for tp, c in offsets.items()
+            if tp not in current or current[tp][0] < c.offset
+        }
+        kept = {tp: current[tp][0] for tp in offsets if tp not in wanted}
+        if wanted and not dry_run:
+            admin.commit_group_offsets(group, wanted)
+        results.append(FailoverResult(alias, {tp: o for tp, (o, _) in wanted.items()}, kept))
+    return results

@@ -1,0 +1,49 @@
+"""Heartbeats as MirrorMaker 2 emits them: for every pair whose ``emit.heartbeats.enabled`` holds
+(enabled or not), record (source, target, now) into ``heartbeats`` on the target, every
+``emit.heartbeats.interval.seconds``. Mirrored like any topic (``A.heartbeats`` on B), they let
+``MirrorClient.replicationHops`` and ``upstreamClusters`` see the replication path."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from confluent_kafka import Producer
+
+from kafka_mirror.admin import ClusterAdmin
+from kafka_mirror.clients import control_producer_config
+from kafka_mirror.config.model import HeartbeatSpec
+from kafka_mirror.mm2_records import Heartbeat
+from kafka_mirror.policy import HEARTBEATS_TOPIC
+
+log = logging.getLogger(__name__)
+
+
+class HeartbeatEmitter:
+    """Emits one pair's heartbeats."""
+
+    def __init__(self, spec: HeartbeatSpec, admins: Mapping[str, ClusterAdmin]) -> None:
+        self.spec = spec
+        self.admin = admins[spec.target.alias]
+        self.producer = Producer(control_producer_config(spec.target))
+        self.errors = 0
+
+    def start(self) -> None:
+        self.admin.ensure_compacted_topic(HEARTBEATS_TOPIC, self.spec.replication_factor)
+
+    def beat(self) -> None:
+        now = int(time.time() * 1000)
+        beat = Heartbeat(self.spec.source.alias, self.spec.target.alias, now)
+
+        def delivered(error: object, _msg: object) -> None:
+            if error is not None:
+                self.errors += 1
+                log.warning("heartbeat %s not delivered: %s", self.spec.name, error)
+
+        self.producer.produce(HEARTBEATS_TOPIC, beat.value(), beat.key(), partition=0,
+                              timestamp=now, on_delivery=delivered)
+        self.producer.poll(0)
+
+    def close(self) -> None:
+        self.producer.flush(10)

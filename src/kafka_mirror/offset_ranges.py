@@ -1,0 +1,143 @@
+"""What the mirror copied where, per source partition, and offset translation that never skips.
+
+After every written batch the mirror knows, for each source partition that moved, the source
+range it read ``[source_start, source_end)`` and the target range it wrote
+``[target_start, target_end)``, both measured while no other batch of the flow was writing.
+When the batch had no offset gaps (every source offset in it was a record: no transaction
+markers, aborted or compacted records) and the two ranges have the same length (no replayed
+duplicates, no other writer), offsets map one to one. Translation of a group's committed source
+offset ``g`` (the next record it would read) then rests on two facts:
+
+1. a range that maps one to one holds record ``g`` at ``target_start + (g - source_start)``, and
+   every later record of the source follows it on the target;
+2. the target is append-only and the mirror reads each partition in order, so every source record
+   at or after a range's ``source_end`` is written (again) after that range, at or after its
+   ``target_end``; a range that does not map one to one still puts every record at or after
+   ``source_start`` at or after its ``target_start``.
+
+Each range therefore gives a translation that never skips a record, and the largest of them is
+the one with the fewest re-reads: exact where offsets map one to one, the batch start where they
+do not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# per partition; older ranges beyond this are forgotten (groups that far behind get no
+# translation from the mirror's memory, like MirrorMaker 2's bounded sync store)
+MAX_RANGES = 2_000
+
+
+@dataclass(frozen=True)
+class CopiedRange:
+    """Source offsets ``[source_start, source_end)`` were written to ``[target_start,
+    target_end)``; ``exact`` when the offsets map one to one."""
+
+    source_start: int
+    source_end: int
+    target_start: int
+    target_end: int
+    exact: bool
+
+    def translate(self, offset: int) -> int | None:
+        """A target offset at or before the first copy (in this range or later) of every
+        source record at or after ``offset``; None when this range says nothing about it."""
+        if offset >= self.source_end:
+            return self.target_end
+        if offset < self.source_start:
+            return None
+        if self.exact:
+            return self.target_start + (offset - self.source_start)
+        return self.target_start
+
+    def follows(self, other: CopiedRange) -> bool:
+        """True when ``self`` continues ``other`` seamlessly (so both merge into one)."""
+        return (
+            self.exact
+            and other.exact
+            and self.source_start == other.source_end
+            and self.target_start == other.target_end
+        )
+
+
+class PartitionRanges:
+    """The ranges of one source partition, oldest first; seamless ones merged."""
+
+    def __init__(self, ranges: Iterable[CopiedRange] = ()) -> None:
+        self.ranges: list[CopiedRange] = list(ranges)
+
+    def add(self, copied: CopiedRange) -> None:
+        if self.ranges and copied.follows(self.ranges[-1]):
+            last = self.ranges[-1]
+            self.ranges[-1] = CopiedRange(
+                last.source_start, copied.source_end, last.target_start, copied.target_end, True
+            )
+        else:
+            self.ranges.append(copied)
+        if len(self.ranges) > MAX_RANGES:
+            del self.ranges[: len(self.ranges) - MAX_RANGES]
+
+    def translate(self, offset: int) -> int | None:
+        best: int | None = None
+        for copied in self.ranges:
+            candidate = copied.translate(offset)
+            if candidate is not None and (best is None or candidate > best):
+                best = candidate
+        return best
+
+    def newest(self) -> CopiedRange | None:
+        return self.ranges[-1] if self.ranges else None
+
+
+class OffsetRanges:
+    """Every partition's copied ranges for one flow, keyed by (source topic, partition).
+
+    Safe to share between the batch writer (which adds) and the checkpointer (which reads).
+    """
+
+    def __init__(self) -> None:
+        self.partitions: dict[tuple[str, int], PartitionRanges] = {}
+        self._lock = threading.Lock()
+
+    def add(self, topic: str, partition: int, copied: CopiedRange) -> None:
+        with self._lock:
+            self.partitions.setdefault((topic, partition), PartitionRanges()).add(copied)
+
+    def translate(self, topic: str, partition: int, offset: int) -> int | None:
+        with self._lock:
+            ranges = self.partitions.get((topic, partition))
+            return None if ranges is None else ranges.translate(offset)
+
+    def items(self) -> Iterator[tuple[tuple[str, int], PartitionRanges]]:
+        with self._lock:
+            snapshot = [(tp, PartitionRanges(pr.ranges)) for tp, pr in self.partitions.items()]
+        yield from snapshot
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, path: Path) -> None:
+        """Write atomically (a crash leaves the previous file)."""
+        data = [
+            {"topic": topic, "partition": partition, "ranges": [asdict(r) for r in pr.ranges]}
+            for (topic, partition), pr in sorted(self.items())
+        ]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path) -> OffsetRanges:
+        ranges = cls()
+        if not path.is_file():
+            return ranges
+        for entry in json.loads(path.read_text(encoding="utf-8")):
+            ranges.partitions[(entry["topic"], int(entry["partition"]))] = PartitionRanges(
+                CopiedRange(**r) for r in entry["ranges"]
+            )
+        return ranges

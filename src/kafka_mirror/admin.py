@@ -185,7 +185,7 @@ class ClusterAdmin:
     ) -> None:
         """Commit offsets for an inactive group (the broker refuses a group with members)."""
         partitions = [
-            TopicPartition(topic, partition, offset, metadata=metadata or None)
+            TopicPartition(topic, partition, offset, metadata or "")
             for (topic, partition), (offset, metadata) in sorted(offsets.items())
         ]
         futures = self.client.alter_consumer_group_offsets(

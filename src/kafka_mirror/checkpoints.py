@@ -128,7 +128,7 @@ class GroupCheckpointer:
         for checkpoint in pending:
             self.latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
         if pending:
-            log.info("flow %s: %d checkpoints written for %d groups", self.flow.name,
+            log.debug("flow %s: %d checkpoints written for %d groups", self.flow.name,
                      len(pending), len({c.group for c in pending}))
         return len(pending)
 

@@ -69,22 +69,32 @@ def partition_copies(
     target_after: Mapping[tuple[str, int], int],
     records: int,
 ) -> list[PartitionCopy]:
-    """Per moved partition, the ranges; exact only if the batch had no offset gaps at all
-    (``records`` equals the summed source spans) and the target span equals the source span."""
+    """Per moved partition, the ranges, and whether offsets map one to one.
+
+    The target spans add up to the batch's records plus whatever else was written to those
+    partitions meanwhile (another writer, a stopped query's producer). When that surplus is 0,
+    each partition's target span is exactly its record count, so a partition whose target span
+    equals its source span had no offset gap: its offsets map one to one. Otherwise no
+    partition of the batch is taken as exact.
+    """
     moved = [
         (tp, source_start.get(tp, end), end)
         for tp, end in sorted(source_end.items())
         if end > source_start.get(tp, end)
     ]
-    gap_free = records == sum(end - start for _, start, end in moved)
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for (topic, partition), _, _ in moved:
+        target_tp = (flow.target_topic(topic), partition)
+        if target_tp in target_before and target_tp in target_after:
+            spans[target_tp] = (target_before[target_tp], target_after[target_tp])
+    surplus = sum(after - before for before, after in spans.values()) - records
     copies = []
     for (topic, partition), start, end in moved:
         target_topic = flow.target_topic(topic)
-        before = target_before.get((target_topic, partition))
-        after = target_after.get((target_topic, partition))
-        if before is None or after is None:
+        if (target_topic, partition) not in spans or len(spans) != len(moved):
             continue
-        exact = gap_free and after - before == end - start
+        before, after = spans[(target_topic, partition)]
+        exact = surplus == 0 and after - before == end - start
         copies.append(
             PartitionCopy(topic, partition, target_topic,
                           CopiedRange(start, end, before, after, exact))
@@ -101,6 +111,21 @@ class WrittenRanges:
     source_end: dict[tuple[str, int], int]
     target_before: dict[tuple[str, int], int]
     target_after: dict[tuple[str, int], int]
+
+
+class StoppingBetweenBatches(RuntimeError):
+    """Raised instead of writing a batch once the flow is stopping: Spark then ends the query
+    with the previous batch as the last one committed (the refused batch is read again on the
+    next start), rather than being interrupted in the middle of a write."""
+
+
+class _QuietStop(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage() + (str(record.exc_info[1]) if record.exc_info else "")
+        return StoppingBetweenBatches.__name__ not in text
+
+
+logging.getLogger("py4j.clientserver").addFilter(_QuietStop())
 
 
 class BatchWriter:
@@ -124,8 +149,13 @@ class BatchWriter:
         self.target = target
         self._written: dict[int, WrittenRanges] = {}
         self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.refused = threading.Event()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        if self.stopping.is_set():
+            self.refused.set()
+            raise StoppingBetweenBatches(f"flow {self.flow.name}: stopping before batch {batch_id}")
         start = batch_start_positions(self.checkpoint, batch_id) or {}
         end = batch_end_positions(self.checkpoint, batch_id) or {}
         moved = [tp for tp, offset in end.items() if offset > start.get(tp, offset)]

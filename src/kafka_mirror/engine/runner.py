@@ -153,13 +153,29 @@ class FlowRunner:
             error = self.query.exception()
             raise MirrorError(f"flow {self.flow.name} stopped: {error or 'query terminated'}")
 
+    def begin_stop(self) -> None:
+        """No new batch starts writing from now on (the one writing finishes)."""
+        writer = self._current_writer()
+        if writer is not None:
+            writer.stopping.set()
+
+    def _current_writer(self) -> BatchWriter | None:
+        if self.query is None:
+            return None
+        return self.writers.get(str(self.query.runId))
+
     def stop(self) -> None:
-        """Stop between batches when possible (a batch cut short is replayed on restart)."""
+        """Stop between batches: the batch being written finishes, the next is refused (and
+        read again on the next start); past the grace period the query is interrupted."""
+        self.begin_stop()
+        writer = self._current_writer()
         query, self.query = self.query, None
         if query is None:
             return
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         while time.monotonic() < deadline and query.isActive:
+            if writer is not None and writer.refused.is_set():
+                break
             if not query.status.get("isTriggerActive", False):
                 break
             time.sleep(0.05)
@@ -310,6 +326,8 @@ class Mirror:
                         runner.follow(spark, runner.sync_topics())
         finally:
             log.info("stopping")
+            for runner in runners.values():  # all flows finish their batch at once
+                runner.begin_stop()
             for runner in runners.values():
                 runner.stop()
             for task in tasks:

@@ -1,0 +1,276 @@
+"""Consumer-group failover on real clusters: a group committed part-way through topics on the
+source, the mirror translated its offsets, the source "fails" (mirror stopped), the group resumes
+on the target. Checked record by record: nothing skipped, nothing re-read where offsets map one
+to one, at most one batch re-read where they do not (a transactional source: offset gaps).
+Kafka's own connect-mirror-client reads our checkpoints and must agree with our CLI; stock
+MirrorMaker 2 runs the same scenario side by side for the re-read figures.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from mirror_client_probe import probe
+from mirror_process import CLI, MirrorProcess, end_offsets, wait_for
+
+from kafka_mirror.localcluster import LocalKafkaCluster
+from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+BATCH = 250  # mirror.max.records.per.batch: the re-read bound where offsets have gaps
+PLAIN_COMMITS = {0: 600, 1: 0, 2: 1000, 3: 137}
+TXN_COMMITS = {0: 333, 1: 517}
+
+
+def _letters() -> str:
+    return "".join(chr(ord("a") + int(c, 16) % 26) for c in uuid.uuid4().hex[:6])
+
+
+def _produce_plain(cluster: LocalKafkaCluster, topic: str) -> None:
+    producer = Producer(cluster.client_config())
+    for p in range(4):
+        for i in range(1000):
+            producer.produce(topic, key=f"{topic}-{p}-{i}".encode(), value=b"v" * 20,
+                             partition=p)
+        producer.poll(0)
+    producer.flush(60)
+
+
+def _produce_transactions(cluster: LocalKafkaCluster, topic: str) -> None:
+    """Transactions of 40 records per partition; every fourth one aborted (offset gaps:
+    markers and aborted records)."""
+    producer = Producer(cluster.client_config(**{"transactional.id": f"tx-{topic}"}))
+    producer.init_transactions(30)
+    for n in range(20):
+        producer.begin_transaction()
+        for p in range(2):
+            for i in range(40):
+                producer.produce(topic, key=f"{topic}-{p}-{n}-{i}".encode(), value=b"t",
+                                 partition=p)
+        if n % 4 == 3:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    producer.flush(30)
+
+
+def _commit(cluster: LocalKafkaCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    consumer = Consumer(cluster.client_config(**{"group.id": group}))
+    consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                    asynchronous=False)
+    consumer.close()
+
+
+def _records(cluster: LocalKafkaCluster, topic: str, partition: int) -> list[tuple[int, bytes]]:
+    """(offset, key) of every committed record of one partition."""
+    end = end_offsets(cluster, topic).get(partition, 0)
+    consumer = Consumer(cluster.client_config(**{
+        "group.id": "failover-reader", "enable.auto.commit": "false",
+        "isolation.level": "read_committed", "enable.partition.eof": "true"}))
+    out: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + 60
+        done = end == 0
+        while not done and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=1.0):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        done = True
+                    continue
+                out.append((msg.offset(), msg.key()))
+    finally:
+        consumer.close()
+    return out
+
+
+def _resume_check(
+    source: list[tuple[int, bytes]], target: list[tuple[int, bytes]], group_offset: int,
+    translated: int,
+) -> tuple[int, int]:
+    """(records skipped, records re-read) for a consumer that read the source up to
+    ``group_offset`` and resumes on the target at ``translated``."""
+    wanted = [key for offset, key in source if offset >= group_offset]
+    already = {key for offset, key in source if offset < group_offset}
+    resumed = [key for offset, key in target if offset >= translated]
+    present = set(resumed)
+    skipped = sum(1 for key in wanted if key not in present)
+    first_wanted = next((i for i, key in enumerate(resumed) if key not in already), len(resumed))
+    return skipped, sum(1 for key in resumed[:first_wanted] if key in already)
+
+
+def _config(path: Path, source_alias: str, target_alias: str, source: LocalKafkaCluster,
+            target: LocalKafkaCluster, prefix: str, groups: str) -> Path:
+    path.write_text(
+        f"clusters = {source_alias}, {target_alias}\n"
+        f"{source_alias}.bootstrap.servers = {source.bootstrap}\n"
+        f"{target_alias}.bootstrap.servers = {target.bootstrap}\n"
+        f"{source_alias}->{target_alias}.enabled = true\n"
+        f"topics = {prefix}-.*\n"
+        f"groups = {groups}\n"
+        "replication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\n"
+        "emit.checkpoints.interval.seconds = 1\n"
+        "refresh.groups.interval.seconds = 2\n"
+        "sync.group.offsets.enabled = true\n"
+        "sync.group.offsets.interval.seconds = 2\n"
+        "sync.topic.acls.enabled = false\n"
+        f"mirror.max.records.per.batch = {BATCH}\n"
+        "refresh.topics.interval.seconds = 3\n"
+        "spark.driver.memory = 768m\n"
+        "spark.master = local[2]\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster, tmp_path: Path,
+) -> None:
+    tag = _letters()
+    src, dst = f"fs{tag}", f"fd{tag}"
+    prefix = f"fo-{tag}"
+    plain, txn = f"{prefix}-plain", f"{prefix}-txn"
+    group, busy = f"app-{tag}", f"busy-{tag}"
+    source_cluster.create_topic(plain, 4)
+    source_cluster.create_topic(txn, 2)
+    _produce_plain(source_cluster, plain)
+    _produce_transactions(source_cluster, txn)
+    source = {(plain, p): _records(source_cluster, plain, p) for p in range(4)}
+    source |= {(txn, p): _records(source_cluster, txn, p) for p in range(2)}
+    txn_ends = end_offsets(source_cluster, txn)
+    assert all(len(source[(txn, p)]) < txn_ends[p] for p in range(2)), "no offset gaps?"
+    commits = {(plain, p): o for p, o in PLAIN_COMMITS.items()}
+    commits |= {(txn, p): o for p, o in TXN_COMMITS.items()}
+    _commit(source_cluster, group, commits)
+    _commit(source_cluster, busy, {(plain, 0): 100})
+
+    # the busy group is alive on the target: the mirror must leave it alone
+    stop_busy = threading.Event()
+    busy_consumer = Consumer(destination_cluster.client_config(**{
+        "group.id": busy, "enable.auto.commit": "false", "auto.offset.reset": "latest"}))
+
+    def keep_busy() -> None:
+        busy_consumer.subscribe([f"{src}.{plain}"])
+        while not stop_busy.is_set():
+            busy_consumer.poll(0.5)
+        busy_consumer.close()
+
+    busy_thread = threading.Thread(target=keep_busy, daemon=True)
+    busy_thread.start()
+
+    config = _config(tmp_path / "mm2.properties", src, dst, source_cluster, destination_cluster,
+                     prefix, f"app-{tag}, busy-{tag}")
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log").start()
+    target_admin = destination_cluster.admin()
+
+    def group_synced() -> bool:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        (future,) = target_admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)]).values()
+        try:
+            parts = future.result().topic_partitions or []
+        except Exception:
+            return False
+        return len([tp for tp in parts if tp.offset >= 0]) == 6
+
+    try:
+        wait_for(lambda: sum(end_offsets(destination_cluster, f"{src}.{plain}").values())
+                 == 4000 and sum(end_offsets(destination_cluster, f"{src}.{txn}").values())
+                 == sum(len(source[(txn, p)]) for p in range(2)), 240, "topics mirrored", mirror)
+        wait_for(group_synced, 120, "group offsets committed on the target", mirror)
+        time.sleep(3)  # one more sync round: the active group must still be untouched
+    finally:
+        stop_busy.set()
+        busy_thread.join(30)
+        code, _ = mirror.terminate() if mirror.proc and mirror.proc.poll() is None else (0, 0.0)
+        mirror.cleanup()
+    assert code == 0, mirror.output()[-3000:]
+    assert f"group {busy} is active on cluster {dst}" in mirror.output()
+
+    # the source "failed": the group resumes on the target at the translated offsets
+    run = subprocess.run([*CLI, "offsets", "translate", str(config), "--group", group, "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    ours = {(o["topic"], o["partition"]): o["offset"] for o in json.loads(run.stdout)["offsets"]}
+    assert len(ours) == 6, run.stdout
+    kafka = probe("translate", {"bootstrap.servers": destination_cluster.bootstrap}, src, group)
+    assert {(o["topic"], o["partition"]): o["offset"] for o in kafka["offsets"]} == ours
+
+    # the group's offsets were committed on the target (it is absent there), exactly these
+    consumer = Consumer(destination_cluster.client_config(**{"group.id": group}))
+    committed = consumer.committed(
+        [TopicPartition(t, p) for t, p in ours], timeout=30)
+    consumer.close()
+    assert {(tp.topic, tp.partition): tp.offset for tp in committed} == ours
+    consumer = Consumer(destination_cluster.client_config(**{"group.id": busy}))
+    (busy_committed,) = consumer.committed([TopicPartition(f"{src}.{plain}", 0)], timeout=30)
+    consumer.close()
+    assert busy_committed.offset < 0, "the active group's offsets were changed"
+
+    rereads: dict[tuple[str, int], int] = {}
+    for (topic, partition), group_offset in sorted(commits.items()):
+        target = _records(destination_cluster, f"{src}.{topic}", partition)
+        translated = ours[(f"{src}.{topic}", partition)]
+        skipped, reread = _resume_check(source[(topic, partition)], target, group_offset,
+                                        translated)
+        assert skipped == 0, f"{topic}[{partition}] at {group_offset} -> {translated} skips"
+        rereads[(topic, partition)] = reread
+        if topic == plain:
+            assert reread == 0, f"{topic}[{partition}]: offsets map one to one, yet re-reads"
+        else:
+            assert reread <= BATCH, f"{topic}[{partition}] re-reads more than one batch"
+
+    # offset syncs in MM2's format on the source, each a true pair of one record
+    syncs = probe("decode-offset-syncs", {"bootstrap.servers": source_cluster.bootstrap},
+                  f"mm2-offset-syncs.{dst}.internal")["syncs"]
+    mine = [s for s in syncs if s["topic"] == plain]
+    assert mine
+    for sync in mine:
+        src_key = dict(source[(plain, sync["partition"])])[sync["upstreamOffset"]]
+        target = dict(_records(destination_cluster, f"{src}.{plain}", sync["partition"]))
+        assert target[sync["offset"]] == src_key
+
+    # stock MirrorMaker 2 on the same topic and group, side by side
+    mm_alias = f"mm{tag}"
+    props = mm2_properties(source_cluster.bootstrap, destination_cluster.bootstrap,
+                           topics=plain, source_alias=mm_alias, target_alias=f"mt{tag}",
+                           extra={"groups": group, "emit.checkpoints.interval.seconds": "1",
+                                  "emit.heartbeats.enabled": "false",
+                                  "sync.topic.acls.enabled": "false"})
+    mm2 = StockMirrorMaker2(props, tmp_path / "mm2", heap="384m")
+    with mm2:
+        wait_for(lambda: sum(end_offsets(destination_cluster, f"{mm_alias}.{plain}").values())
+                 == 4000, 180, "MM2 mirrored the topic")
+
+        def mm2_translated() -> dict[tuple[str, int], int]:
+            try:
+                out = probe("translate", {"bootstrap.servers": destination_cluster.bootstrap},
+                            mm_alias, group)
+            except AssertionError:
+                return {}
+            return {(o["topic"], o["partition"]): o["offset"] for o in out["offsets"]}
+
+        wait_for(lambda: len(mm2_translated()) == 4, 120, "MM2 checkpoints")
+        theirs = mm2_translated()
+    report = []
+    for p, group_offset in sorted(PLAIN_COMMITS.items()):
+        target = _records(destination_cluster, f"{mm_alias}.{plain}", p)
+        skipped, reread = _resume_check(source[(plain, p)], target, group_offset,
+                                        theirs[(f"{mm_alias}.{plain}", p)])
+        assert skipped == 0
+        report.append(f"{plain}[{p}] at {group_offset}: kafka-mirror re-reads "
+                      f"{rereads[(plain, p)]}, MirrorMaker 2 re-reads {reread}")
+    print("\n".join(report))

@@ -135,7 +135,7 @@ class GroupCheckpointer:
     def sync_group_offsets(self) -> SyncOutcome:
         """Commit the latest checkpoints on the target for absent or empty groups."""
         by_group: dict[str, list[Checkpoint]] = {}
-        for checkpoint in self.latest.values():
+        for checkpoint in list(self.latest.values()):  # emit() runs in another thread
             by_group.setdefault(checkpoint.group, []).append(checkpoint)
         outcome = SyncOutcome({}, [])
         for group, checkpoints in sorted(by_group.items()):

@@ -1,4 +1,5 @@
-"""Consumer-group failover from the checkpoints kafka-mirror (or MirrorMaker 2) wrote.
+"""Consumer-group failover from the checkpoints kafka-mirror (or MirrorMaker 2) wrote, and the
+hand-back of a flow's positions to MirrorMaker 2.
 
 ``kafka-mirror offsets translate`` reads ``<source>.checkpoints.internal`` on the target as Kafka's
 ``MirrorClient.remoteConsumerOffsets`` does (partition 0 from the beginning, the last record per
@@ -11,13 +12,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.clients import control_consumer_config
 from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
+from kafka_mirror.engine.positions import FlowState
 from kafka_mirror.errors import MirrorError
+from kafka_mirror.mm2_positions import mm2_offsets_topic, write_mm2_positions
 from kafka_mirror.mm2_records import Checkpoint, RecordFormatError
 
 
@@ -129,3 +133,30 @@ def failover(config: MirrorConfig, group: str, to_cluster: str | None = None,
             admin.commit_group_offsets(group, wanted)
         results.append(FailoverResult(alias, {tp: o for tp, (o, _) in wanted.items()}, kept))
     return results
+
+
+@dataclass(frozen=True)
+class HandBack:
+    flow: FlowSpec
+    topic: str
+    positions: dict[tuple[str, int], int]
+    written: int
+
+
+def hand_back_to_mm2(config: MirrorConfig, state_dir: Path, to_cluster: str | None = None,
+                     from_cluster: str | None = None) -> list[HandBack]:
+    """Write each flow's committed positions where MirrorMaker 2 (dedicated mode) looks for
+    them, so MM2 started on the same mm2.properties continues where kafka-mirror stopped.
+    Refused while MM2's worker group has members (MM2 still running)."""
+    out = []
+    for flow in flows_into(config, to_cluster, from_cluster):
+        positions = FlowState(state_dir / flow.path_name).last_positions()
+        if not positions:
+            raise MirrorError(
+                f"flow {flow.name} has no committed positions under {state_dir}: nothing to "
+                "hand back (is --state-dir the mirror's?)"
+            )
+        topic = mm2_offsets_topic(config.raw, flow.source.alias, flow.target.alias)
+        written = write_mm2_positions(flow.target, topic, flow.source.alias, positions)
+        out.append(HandBack(flow, topic, dict(positions), written))
+    return out

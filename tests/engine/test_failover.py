@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 BATCH = 250  # mirror.max.records.per.batch: the re-read bound where offsets have gaps
 PLAIN_COMMITS = {0: 600, 1: 0, 2: 1000, 3: 137}
 TXN_COMMITS = {0: 333, 1: 517}
+COMPACT_COMMIT = 250
 
 
 def _letters() -> str:
@@ -62,6 +63,25 @@ def _produce_transactions(cluster: LocalKafkaCluster, topic: str) -> None:
     producer.flush(30)
 
 
+def _produce_compacted(cluster: LocalKafkaCluster, topic: str) -> None:
+    """Keys written over and over in several segments, so the log cleaner leaves offset holes."""
+    producer = Producer(cluster.client_config())
+    for round_ in range(4):
+        for i in range(150):
+            producer.produce(topic, key=f"{topic}-k{i % 60}".encode(),
+                             value=f"{round_}-{i}".encode(), partition=0)
+        producer.flush(30)
+        time.sleep(0.3)  # segment.ms=100: the next record rolls a new segment
+
+
+def _compacted(cluster: LocalKafkaCluster, topic: str) -> bool:
+    producer = Producer(cluster.client_config())
+    producer.produce(topic, key=b"roll", value=b"r", partition=0)  # rolls the active segment
+    producer.flush(30)
+    records = _records(cluster, topic, 0)
+    return len(records) < end_offsets(cluster, topic)[0]
+
+
 def _commit(cluster: LocalKafkaCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
     consumer = Consumer(cluster.client_config(**{"group.id": group}))
     consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()],
@@ -70,7 +90,7 @@ def _commit(cluster: LocalKafkaCluster, group: str, offsets: dict[tuple[str, int
 
 
 def _records(cluster: LocalKafkaCluster, topic: str, partition: int) -> list[tuple[int, bytes]]:
-    """(offset, key) of every committed record of one partition."""
+    """(offset, key=value) of every committed record of one partition (unique per record)."""
     end = end_offsets(cluster, topic).get(partition, 0)
     consumer = Consumer(cluster.client_config(**{
         "group.id": "failover-reader", "enable.auto.commit": "false",
@@ -86,7 +106,7 @@ def _records(cluster: LocalKafkaCluster, topic: str, partition: int) -> list[tup
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         done = True
                     continue
-                out.append((msg.offset(), msg.key()))
+                out.append((msg.offset(), (msg.key() or b"") + b"=" + (msg.value() or b"")))
     finally:
         consumer.close()
     return out
@@ -125,6 +145,9 @@ def _config(path: Path, source_alias: str, target_alias: str, source: LocalKafka
         "sync.group.offsets.enabled = true\n"
         "sync.group.offsets.interval.seconds = 2\n"
         "sync.topic.acls.enabled = false\n"
+        # the target must not compact on its own: the check compares record by record
+        "config.properties.exclude = cleanup\\.policy, segment\\.ms, "
+        "min\\.cleanable\\.dirty\\.ratio, delete\\.retention\\.ms\n"
         f"mirror.max.records.per.batch = {BATCH}\n"
         "refresh.topics.interval.seconds = 3\n"
         "spark.driver.memory = 768m\n"
@@ -140,18 +163,26 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
     tag = _letters()
     src, dst = f"fs{tag}", f"fd{tag}"
     prefix = f"fo-{tag}"
-    plain, txn = f"{prefix}-plain", f"{prefix}-txn"
+    plain, txn, compact = f"{prefix}-plain", f"{prefix}-txn", f"{prefix}-compact"
     group, busy = f"app-{tag}", f"busy-{tag}"
+    source_cluster.create_topic(compact, 1, config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "100"})
+    _produce_compacted(source_cluster, compact)  # first: the cleaner works while we go on
     source_cluster.create_topic(plain, 4)
     source_cluster.create_topic(txn, 2)
     _produce_plain(source_cluster, plain)
     _produce_transactions(source_cluster, txn)
+    wait_for(lambda: _compacted(source_cluster, compact), 90, "the log cleaner left holes")
     source = {(plain, p): _records(source_cluster, plain, p) for p in range(4)}
     source |= {(txn, p): _records(source_cluster, txn, p) for p in range(2)}
+    source[(compact, 0)] = _records(source_cluster, compact, 0)
     txn_ends = end_offsets(source_cluster, txn)
     assert all(len(source[(txn, p)]) < txn_ends[p] for p in range(2)), "no offset gaps?"
     commits = {(plain, p): o for p, o in PLAIN_COMMITS.items()}
     commits |= {(txn, p): o for p, o in TXN_COMMITS.items()}
+    # a committed offset inside the compacted range, where the log has holes
+    commits[(compact, 0)] = source[(compact, 0)][len(source[(compact, 0)]) // 2][0] + 1
     _commit(source_cluster, group, commits)
     _commit(source_cluster, busy, {(plain, 0): 100})
 
@@ -184,28 +215,40 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
             parts = future.result().topic_partitions or []
         except Exception:
             return False
-        return len([tp for tp in parts if tp.offset >= 0]) == 6
+        return len([tp for tp in parts if tp.offset >= 0]) == 7
 
     try:
         wait_for(lambda: sum(end_offsets(destination_cluster, f"{src}.{plain}").values())
                  == 4000 and sum(end_offsets(destination_cluster, f"{src}.{txn}").values())
-                 == sum(len(source[(txn, p)]) for p in range(2)), 240, "topics mirrored", mirror)
+                 == sum(len(source[(txn, p)]) for p in range(2))
+                 and end_offsets(destination_cluster, f"{src}.{compact}").get(0, 0)
+                 >= len(source[(compact, 0)]), 240, "topics mirrored", mirror)
         wait_for(group_synced, 120, "group offsets committed on the target", mirror)
         time.sleep(3)  # one more sync round: the active group must still be untouched
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+        assert f"group {busy} is active on cluster {dst}" in mirror.output()
+        # failing over a group that is active on the target is refused
+        run = subprocess.run([*CLI, "offsets", "failover", str(config), "--group", busy],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 1, run.stdout + run.stderr
+        assert f"group '{busy}' is active on cluster '{dst}'" in run.stderr
     finally:
         stop_busy.set()
         busy_thread.join(30)
-        code, _ = mirror.terminate() if mirror.proc and mirror.proc.poll() is None else (0, 0.0)
         mirror.cleanup()
-    assert code == 0, mirror.output()[-3000:]
-    assert f"group {busy} is active on cluster {dst}" in mirror.output()
+    # the group's offsets were synced already: failover keeps them (never moves back)
+    run = subprocess.run([*CLI, "offsets", "failover", str(config), "--group", group],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "committed 0 offsets, kept 7" in run.stdout
 
     # the source "failed": the group resumes on the target at the translated offsets
     run = subprocess.run([*CLI, "offsets", "translate", str(config), "--group", group, "--json"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     ours = {(o["topic"], o["partition"]): o["offset"] for o in json.loads(run.stdout)["offsets"]}
-    assert len(ours) == 6, run.stdout
+    assert len(ours) == 7, run.stdout
     kafka = probe("translate", {"bootstrap.servers": destination_cluster.bootstrap}, src, group)
     assert {(o["topic"], o["partition"]): o["offset"] for o in kafka["offsets"]} == ours
 
@@ -230,8 +273,9 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
         rereads[(topic, partition)] = reread
         if topic == plain:
             assert reread == 0, f"{topic}[{partition}]: offsets map one to one, yet re-reads"
-        else:
+        else:  # offset gaps: transaction markers, aborted records, compaction holes
             assert reread <= BATCH, f"{topic}[{partition}] re-reads more than one batch"
+    print(f"re-reads after failover: {rereads}")
 
     # offset syncs in MM2's format on the source, each a true pair of one record
     syncs = probe("decode-offset-syncs", {"bootstrap.servers": source_cluster.bootstrap},
@@ -249,7 +293,8 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
                            topics=plain, source_alias=mm_alias, target_alias=f"mt{tag}",
                            extra={"groups": group, "emit.checkpoints.interval.seconds": "1",
                                   "emit.heartbeats.enabled": "false",
-                                  "sync.topic.acls.enabled": "false"})
+                                  "sync.topic.acls.enabled": "false",
+                                  "heartbeats.replication.enabled": "false"})
     mm2 = StockMirrorMaker2(props, tmp_path / "mm2", heap="384m")
     with mm2:
         wait_for(lambda: sum(end_offsets(destination_cluster, f"{mm_alias}.{plain}").values())
@@ -274,3 +319,19 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
         report.append(f"{plain}[{p}] at {group_offset}: kafka-mirror re-reads "
                       f"{rereads[(plain, p)]}, MirrorMaker 2 re-reads {reread}")
     print("\n".join(report))
+
+
+def test_checkpoint_topic_that_cannot_be_created_is_a_clear_error(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster, tmp_path: Path,
+) -> None:
+    tag = _letters()
+    src, dst = f"cs{tag}", f"cd{tag}"
+    config = _config(tmp_path / "mm2.properties", src, dst, source_cluster, destination_cluster,
+                     f"cc-{tag}", ".*")
+    # three replicas on a one-broker cluster: the broker refuses the topic
+    with config.open("a", encoding="utf-8") as out:
+        out.write("checkpoints.topic.replication.factor = 3\n")
+    run = subprocess.run([*CLI, "run", str(config), "--state-dir", str(tmp_path / "state")],
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert f"cannot create topic '{src}.checkpoints.internal' on cluster '{dst}'" in run.stderr

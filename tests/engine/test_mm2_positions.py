@@ -236,6 +236,8 @@ def mm2_flow(
             "offset.flush.interval.ms": "1000",
             # one herder (no heartbeats: no reverse pair) and nothing else to do
             "emit.heartbeats.enabled": "false",
+            # other tests' heartbeats topics on the shared clusters would replicate too
+            "heartbeats.replication.enabled": "false",
             "emit.checkpoints.enabled": "false",
             "sync.group.offsets.enabled": "false",
             "sync.topic.configs.enabled": "false",

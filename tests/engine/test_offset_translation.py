@@ -185,3 +185,32 @@ def test_unsupported_keys_are_reported_with_the_reason() -> None:
     notices = "\n".join(config.notices)
     assert "'exactly.once.source.support' not supported: exactly-once" in notices
     assert "'tasks.max' not supported" in notices
+
+
+def test_offset_syncs_location_and_check_config_listing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kafka_mirror.cli import main
+    from kafka_mirror.offset_syncs import offset_syncs_location
+
+    flow = mm2_from_text(BASE).flows[0]
+    cluster, topic = offset_syncs_location(flow)
+    assert (cluster.alias, topic) == ("A", "mm2-offset-syncs.B.internal")
+    flow = mm2_from_text(BASE + "offset-syncs.topic.location = target\n").flows[0]
+    cluster, topic = offset_syncs_location(flow)
+    assert (cluster.alias, topic) == ("B", "mm2-offset-syncs.A.internal")
+    with pytest.raises(ConfigError):
+        mm2_from_text(BASE + "offset-syncs.topic.location = elsewhere\n")
+
+    config = tmp_path / "mm2.properties"
+    config.write_text(BASE + "groups = app-.*\nsync.group.offsets.enabled = true\n"
+                      "sync.topic.acls.enabled = false\n", encoding="utf-8")
+    assert main(["check-config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "offset syncs: mm2-offset-syncs.B.internal on A, after every batch" in out
+    assert "checkpoints: groups app-.* excluding console-consumer-.*" in out
+    assert "into A.checkpoints.internal on B" in out
+    assert "group offsets: committed on B every 60 s for absent or empty groups" in out
+    assert "topic ACLs: not synced" in out
+    assert "heartbeats: every 1 s into heartbeats on B" in out
+    assert "heartbeats also for pairs that mirror nothing (as MirrorMaker 2 does): B->A" in out

@@ -8,12 +8,13 @@ KRaft clusters:
   topic says MM2 stopped;
 - MM1 -> kafka-mirror: ``kafka-mirror legacy`` starts at the offsets the consumer config's
   group committed;
-- kafka-mirror -> MM2: positions written with ``write_mm2_positions`` make a started MM2 copy
-  only what kafka-mirror did not.
+- kafka-mirror -> MM2: positions written by ``kafka-mirror offsets export-mm2`` make a started
+  MM2 copy only what kafka-mirror did not.
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import uuid
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from mirror_process import (
+    CLI,
     MirrorProcess,
     Record,
     end_offsets,
@@ -82,6 +84,8 @@ def _mm2_props(source: LocalKafkaCluster, destination: LocalKafkaCluster, topic:
             "offset.flush.interval.ms": "1000",
             # one herder and nothing else to do, for both mirrors
             "emit.heartbeats.enabled": "false",
+            # other tests' heartbeats topics on the shared clusters would replicate too
+            "heartbeats.replication.enabled": "false",
             "emit.checkpoints.enabled": "false",
             "sync.group.offsets.enabled": "false",
         },
@@ -294,11 +298,15 @@ def test_way_back_to_mirrormaker2(
     finally:
         mirror.cleanup()
 
-    # the positions kafka-mirror reached: its target's end offsets (= the source's here)
-    reached = {(topic, p): end for p, end in end_offsets(destination_cluster, remote).items()}
-    assert reached == {(topic, p): end for p, end in end_offsets(source_cluster, topic).items()}
+    # the hand-back as operators do it: kafka-mirror writes its committed positions where MM2
+    # resumes from (read from the mirror's own state)
     offsets_topic = mm2_offsets_topic(props, s, d)
-    assert write_mm2_positions(_spec(destination_cluster, d), offsets_topic, s, reached) == parts
+    run = subprocess.run(
+        [*CLI, "offsets", "export-mm2", str(config), "--state-dir", str(tmp_path / "state-mirror")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{parts} partitions written to {offsets_topic} on {d}" in run.stdout
 
     _produce(source_cluster, topic, parts, 200, 100, "second")
     mm2 = StockMirrorMaker2(config, tmp_path / "mm2", heap=MM2_HEAP)

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     legacy = sub.add_parser("legacy", help="mirror with MirrorMaker 1 flags and configs")
     add_legacy_arguments(legacy)
+    legacy.add_argument("--check", action="store_true",
+                        help="print what would run (like check-config) and exit")
     _engine_arguments(legacy)
 
     verify = sub.add_parser("verify", help="compare source and target topics per partition")
@@ -249,15 +251,26 @@ def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
     return lines
 
 
-def _check_config(path: Path) -> int:
-    config = load_mm2(path)
+# kafka-mirror defaults that differ from MirrorMaker 2's (key -> (ours, MM2's, why))
+DIFFERENT_DEFAULTS = {
+    "replication.factor": ("-1 (broker default)", "2", "MM2's fails on smaller clusters"),
+    "offset-syncs.topic.replication.factor": ("-1 (broker default)", "3", ""),
+    "checkpoints.topic.replication.factor": ("-1 (broker default)", "3", ""),
+    "heartbeats.topic.replication.factor": ("-1 (broker default)", "3", ""),
+    "refresh.topics.interval.seconds": ("30", "600", "new topics appear sooner"),
+    "refresh.groups.interval.seconds": ("30", "600", "new groups appear sooner"),
+}
+
+
+def _describe_config(config: MirrorConfig, label: str) -> None:
+    """What check-config prints: notices, then per flow what runs and what is kept in step."""
     for notice in config.notices:
         print(f"warning: {notice}")
     # the control plane's client settings (e.g. a JAAS line it cannot translate) fail here too
     for alias, cluster in config.clusters.items():
-        librdkafka_config(admin_properties(cluster), f"{path}: cluster '{alias}'")
+        librdkafka_config(admin_properties(cluster), f"{label}: cluster '{alias}'")
     for flow in config.flows:
-        librdkafka_config(consumer_properties(flow), f"{path}: cluster '{flow.source.alias}'")
+        librdkafka_config(consumer_properties(flow), f"{label}: cluster '{flow.source.alias}'")
     for flow in config.flows:
         print(
             f"flow {flow.name}: topics {','.join(flow.topic_filter.include)} "
@@ -273,6 +286,18 @@ def _check_config(path: Path) -> int:
     if others:
         print(f"heartbeats also for pairs that mirror nothing (as MirrorMaker 2 does): "
               f"{', '.join(others)}")
+    if config.raw:
+        unset = [
+            (key, values) for key, values in DIFFERENT_DEFAULTS.items()
+            if not any(k == key or k.endswith(f".{key}") for k in config.raw)
+        ]
+        for key, (ours, theirs, why) in unset:
+            print(f"default differs from MirrorMaker 2: {key} = {ours} (MM2: {theirs})"
+                  + (f"; {why}" if why else ""))
+
+
+def _check_config(path: Path) -> int:
+    _describe_config(load_mm2(path), str(path))
     return 0
 
 
@@ -283,6 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.command == "run":
             return _run(load_mm2(ns.config), ns)
         if ns.command == "legacy":
+            if ns.check:
+                _describe_config(legacy_config(ns), "MirrorMaker 1 flags")
+                return 0
             return _run(legacy_config(ns), ns)
         if ns.command == "verify":
             return _verify(ns)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.errors import ConfigError
+from kafka_mirror.keystores import store_to_pem
 
 TIMESTAMP_HEADER = "kafka-mirror.timestamp"
 INTERCEPTOR_CLASS = "io.kafkamirror.TimestampRestoringInterceptor"
@@ -267,6 +268,31 @@ def _sasl_config(props: Mapping[str, str], what: str) -> dict[str, str]:
     return conf
 
 
+def _truststore_config(props: Mapping[str, str], location: str, what: str) -> dict[str, str]:
+    """``ssl.ca.location`` for the trust store: PEM as it is, JKS/PKCS12 converted to PEM."""
+    store_type = props.get("ssl.truststore.type", "").strip().upper()
+    if store_type == "PEM" or (not store_type and location.endswith((".pem", ".crt"))):
+        return {"ssl.ca.location": location}
+    pem = store_to_pem(location, store_type or "JKS",
+                       props.get("ssl.truststore.password", ""), what, "ssl.truststore", "trust")
+    return {"ssl.ca.location": str(pem.ca)}
+
+
+def _keystore_config(props: Mapping[str, str], location: str, what: str) -> dict[str, str]:
+    """The client certificate and key: PKCS12 as librdkafka reads it, PEM as certificate and
+    key files, JKS converted to PEM."""
+    store_type = props.get("ssl.keystore.type", "").strip().upper()
+    if not store_type and location.endswith((".p12", ".pfx")):
+        store_type = "PKCS12"
+    if store_type == "PKCS12":
+        return {"ssl.keystore.location": location}
+    if store_type == "PEM":
+        return {"ssl.certificate.location": location, "ssl.key.location": location}
+    pem = store_to_pem(location, store_type or "JKS", props.get("ssl.keystore.password", ""),
+                       what, "ssl.keystore", "key", props.get("ssl.key.password"))
+    return {"ssl.certificate.location": str(pem.certificate), "ssl.key.location": str(pem.key)}
+
+
 def librdkafka_config(props: Mapping[str, str], what: str) -> dict[str, str]:
     """Translate Java client settings to librdkafka settings for the control plane.
 
@@ -281,20 +307,9 @@ def librdkafka_config(props: Mapping[str, str], what: str) -> dict[str, str]:
         elif key == "sasl.jaas.config":
             conf.update(_sasl_config(props, what))
         elif key == "ssl.truststore.location":
-            if props.get("ssl.truststore.type", "").upper() == "PEM" or value.endswith(
-                (".pem", ".crt")
-            ):
-                conf["ssl.ca.location"] = value
-            else:
-                raise ConfigError(
-                    "the control plane (librdkafka) needs the CA as a PEM file: set "
-                    "ssl.truststore.type=PEM with a PEM truststore",
-                    source=what,
-                    key="ssl.truststore.location",
-                    value=value,
-                )
+            conf.update(_truststore_config(props, value, what))
         elif key == "ssl.keystore.location":
-            conf["ssl.keystore.location"] = value
+            conf.update(_keystore_config(props, value, what))
     conf["bootstrap.servers"] = props.get("bootstrap.servers", "")
     if (
         conf.get("security.protocol", "").upper().startswith("SASL_")

@@ -119,8 +119,9 @@ class DefaultReplicationPolicy(ReplicationPolicy):
         return f"{source_alias}{self.separator}{topic}"
 
     def _parts(self, topic: str) -> list[str]:
-        # Java's String.split: trailing empty strings are dropped
-        parts = topic.split(self.separator)
+        # Java's String.split: trailing empty strings are dropped; an empty separator splits
+        # between every character (MM2 accepts it, with strange results)
+        parts = topic.split(self.separator) if self.separator else list(topic)
         while parts and parts[-1] == "":
             parts.pop()
         return parts

@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-DEFAULT_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
+# MirrorMaker 2 4.x's default topics.exclude (3.x had .*[\-\.]internal instead of mm2.*\.internal);
+# MM2's own internal topics and names starting with __ or . are never mirrored whatever the
+# filter says (ReplicationPolicy.is_internal_topic).
+DEFAULT_TOPICS_EXCLUDE = (r"mm2.*\.internal", r".*\.replica", r"__.*")
+# What kafka-mirror legacy excludes (MM1 mirrored no internal topics either)
+LEGACY_TOPICS_EXCLUDE = (r".*[\-\.]internal", r".*\.replica", r"__.*")
 # Topics kafka.mirror itself writes, never mirrored whatever the configuration says.
 PRODUCT_TOPICS = (r"kafka-mirror\..*",)
 

@@ -162,9 +162,16 @@ def test_topic_filters_match_whole_names() -> None:
     assert not flow.should_mirror("orders-tmp")
     assert not flow.should_mirror("kafka-mirror.offset-syncs")  # product topics never
     default = mm2_from_text(BASE).flows[0]
-    for internal in ("__consumer_offsets", "__transaction_state", "x.internal", "y-internal",
-                     "z.replica", "mm2-offset-syncs.B.internal", "A.checkpoints.internal"):
+    for internal in ("__consumer_offsets", "__transaction_state", ".hidden", "z.replica",
+                     "mm2-offset-syncs.B.internal", "A.checkpoints.internal",
+                     "mm2-offsets.A.internal"):
         assert not default.should_mirror(internal), internal
+    # MM2 4.x mirrors user topics that merely end in .internal / -internal
+    assert default.should_mirror("x.internal") and default.should_mirror("y-internal")
+    # the internal guard holds whatever topics.exclude says
+    none_excluded = mm2_from_text(BASE + "topics.exclude = nothing\n").flows[0]
+    assert not none_excluded.should_mirror("A.checkpoints.internal")
+    assert not none_excluded.should_mirror("__consumer_offsets")
 
 
 @pytest.mark.parametrize(
@@ -193,8 +200,9 @@ def test_structural_errors() -> None:
         mm2_from_text("A.bootstrap.servers=x\n")
     with pytest.raises(ConfigError, match=r"B\.bootstrap\.servers"):
         mm2_from_text("clusters=A,B\nA.bootstrap.servers=x\nA->B.enabled=true\n")
-    with pytest.raises(ConfigError, match="'C'"):
-        mm2_from_text(BASE + "A->C.enabled=true\n")
+    # a pair outside `clusters` is ignored, as MM2 does, with a warning naming it
+    notices = mm2_from_text(BASE + "A->C.enabled=true\n").notices
+    assert any("'A->C.enabled' names cluster 'C'" in n and "ignored" in n for n in notices)
     with pytest.raises(ConfigError, match="no replication flow"):
         mm2_from_text(BASE.replace("A->B.enabled = true", ""))
 
@@ -208,3 +216,36 @@ def test_unknown_keys_warn_with_suggestion() -> None:
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.properties"):
         load_mm2(tmp_path / "nope.properties")
+
+
+def test_empty_separator_applied_as_mm2_applies_it() -> None:
+    config = mm2_from_text(BASE + "replication.policy.separator =\n")
+    flow = config.flows[0]
+    assert flow.target_topic("orders") == "Aorders"
+    assert flow.policy.topic_source("orders") == "o"  # MM2: the first character
+    assert flow.policy.upstream_topic("Aorders") == "orders"
+    assert flow.policy.offset_syncs_topic("B") == "mm2-offset-syncsBinternal"
+    assert any("'replication.policy.separator' is empty" in n and "IdentityReplicationPolicy" in n
+               for n in config.notices)
+
+
+def test_check_config_says_where_defaults_differ_and_legacy_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kafka_mirror.cli import main
+
+    config = tmp_path / "mm2.properties"
+    config.write_text(BASE + "replication.factor = 3\n", encoding="utf-8")
+    assert main(["check-config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "default differs from MirrorMaker 2: refresh.topics.interval.seconds = 30" in out
+    assert "default differs from MirrorMaker 2: replication.factor" not in out  # set here
+    consumer = tmp_path / "consumer.properties"
+    consumer.write_text("bootstrap.servers=a:1\ngroup.id=mm1\n", encoding="utf-8")
+    producer = tmp_path / "producer.properties"
+    producer.write_text("bootstrap.servers=b:1\n", encoding="utf-8")
+    assert main(["legacy", "--consumer.config", str(consumer), "--producer.config",
+                 str(producer), "--whitelist", "orders.*", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "flow source->target: topics orders.*" in out
+    assert "offset syncs: off" in out and "checkpoints: off" in out

@@ -97,10 +97,11 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
                                      {0: 150, 1: 151}), 60, "topic b mirrored", mirror)
         _same(source_cluster, destination_cluster, f"{prefix}-a", f"source.{prefix}-a")
         _same(source_cluster, destination_cluster, f"{prefix}-b", f"source.{prefix}-b")
-        # same partition count and the synced config; internal topics stay home
+        # same partition count and the synced config; as in MirrorMaker 2 4.x, a user topic
+        # named *-internal is mirrored (only MM2's own mm2*.internal topics are excluded)
         dest_topics = destination_cluster.admin().list_topics(timeout=10).topics
         assert len(dest_topics[f"source.{prefix}-a"].partitions) == 4
-        assert f"source.{prefix}-internal" not in dest_topics
+        assert f"source.{prefix}-internal" in dest_topics
         resource = ConfigResource(ConfigResource.Type.TOPIC, f"source.{prefix}-b")
         dest_admin = destination_cluster.admin()  # must outlive its futures
         (described,) = dest_admin.describe_configs([resource]).values()

@@ -84,7 +84,6 @@ NOT_SUPPORTED: dict[str, str] = {
     "groups.exclude",
     "config.property.filter.class": "custom Java filter classes cannot run here; use "
     "config.properties.exclude",
-    "config.providers": "config providers are not resolved yet; write the values in the file",
     "use.incremental.alter.configs": "topic configs are always synced with incremental alter "
     "(the key was removed in Kafka 4.0)",
     "source.cluster.alias": "cluster aliases come from 'clusters' and the A->B flow names",

@@ -13,10 +13,11 @@ from pathlib import Path
 from kafka_mirror.config import keys
 from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig, SyncSettings
 from kafka_mirror.config.properties import load_properties
+from kafka_mirror.config.providers import resolve_providers
 from kafka_mirror.config.values import Values, check_regex
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.policy import IdentityReplicationPolicy
-from kafka_mirror.topic_filter import DEFAULT_TOPICS_EXCLUDE, TopicFilter
+from kafka_mirror.topic_filter import LEGACY_TOPICS_EXCLUDE, TopicFilter
 
 log = logging.getLogger(__name__)
 TARGET_ALIAS = "target"
@@ -88,7 +89,7 @@ def _mm1_regex(name: str, raw: str) -> tuple[str, ...]:
 
 
 def _cluster_from_file(alias: str, path: Path, role: str) -> ClusterSpec:
-    props = load_properties(path)
+    props, _ = resolve_providers(load_properties(path), str(path))
     client = {k: v for k, v in props.items() if keys.is_client_key(k)}
     rest = {k: v for k, v in props.items() if not keys.is_client_key(k)}
     if not client.get("bootstrap.servers", "").strip():
@@ -113,7 +114,7 @@ def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
             flag = "--" + name[len("ignored_") :].replace("_", ".")
             notices.append(f"{flag} has no meaning on Spark and is ignored")
     include = _mm1_regex("--whitelist", ns.include) if ns.include else (".*",)
-    exclude = DEFAULT_TOPICS_EXCLUDE + (_mm1_regex("--blacklist", ns.exclude) if ns.exclude else ())
+    exclude = LEGACY_TOPICS_EXCLUDE + (_mm1_regex("--blacklist", ns.exclude) if ns.exclude else ())
     target = _cluster_from_file(TARGET_ALIAS, ns.producer_config, "producer")
     clusters = {TARGET_ALIAS: target}
     flows = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from kafka_mirror.config import keys
@@ -15,7 +16,8 @@ from kafka_mirror.config.model import (
     MirrorConfig,
     SyncSettings,
 )
-from kafka_mirror.config.properties import load_properties, parse_properties
+from kafka_mirror.config.properties import parse_properties, read_properties_file
+from kafka_mirror.config.providers import resolve_providers
 from kafka_mirror.config.values import Values
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.group_filter import DEFAULT_GROUPS_EXCLUDE, GroupFilter
@@ -31,10 +33,13 @@ from kafka_mirror.topic_filter import DEFAULT_TOPICS_EXCLUDE, TopicFilter
 _FLOW_KEY = re.compile(r"(?P<source>[^.>\s]+)->(?P<target>[^.\s]+)\.(?P<key>.+)")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 ENGINE_KEYS = frozenset({"mirror.state.dir"})
+_PASSED_ON = ("spark.", "config.providers")
 
 
 def load_mm2(path: Path) -> MirrorConfig:
-    return mm2_from_properties(load_properties(path), str(path))
+    read = read_properties_file(path)
+    config = mm2_from_properties(read.values, str(path))
+    return replace(config, notices=tuple(read.notes) + config.notices)
 
 
 def mm2_from_text(text: str, origin: str = "<string>") -> MirrorConfig:
@@ -77,8 +82,6 @@ def make_policy(values: Values, key_prefix: str = "") -> ReplicationPolicy:
             "IdentityReplicationPolicy",
         )
     separator = values.props.get(key_prefix + "replication.policy.separator", ".")
-    if not separator:
-        raise values.error(key_prefix + "replication.policy.separator", "must not be empty")
     internal = values.boolean(
         key_prefix + "replication.policy.internal.topic.separator.enabled", True
     )
@@ -188,7 +191,7 @@ def _check_keys(props: Mapping[str, str], aliases: list[str], origin: str) -> li
         return why is not None
 
     for key in props:
-        if key in ("clusters",) or key in ENGINE_KEYS or key.startswith("spark."):
+        if key == "clusters" or key in ENGINE_KEYS or key.startswith(_PASSED_ON):
             continue
         match = _FLOW_KEY.fullmatch(key)
         if match:
@@ -216,8 +219,9 @@ def _check_keys(props: Mapping[str, str], aliases: list[str], origin: str) -> li
     return notices
 
 
-def mm2_from_properties(props: Mapping[str, str], origin: str) -> MirrorConfig:
-    top = Values(props, origin)
+def mm2_from_properties(raw: Mapping[str, str], origin: str) -> MirrorConfig:
+    props, hidden = resolve_providers(raw, origin)
+    top = Values(props, origin, hidden)
     aliases = [a.strip() for a in top.text("clusters", "").split(",") if a.strip()]
     if not aliases:
         raise top.error("clusters", "name at least one cluster alias, e.g. clusters=A,B")
@@ -234,21 +238,29 @@ def mm2_from_properties(props: Mapping[str, str], origin: str) -> MirrorConfig:
     clusters = {alias: _cluster(alias, props, origin) for alias in aliases}
 
     flows: list[FlowSpec] = []
+    alias_notices: list[str] = []
     for key in props:
         match = _FLOW_KEY.fullmatch(key)
         if not match:
             continue
-        for side in ("source", "target"):
-            if match[side] not in clusters:
-                raise ConfigError(
-                    f"flow names cluster '{match[side]}', which is not in clusters="
-                    f"{','.join(aliases)}",
-                    source=origin,
-                    key=key,
-                    value=props[key],
-                )
+        unknown = [match[side] for side in ("source", "target") if match[side] not in clusters]
+        if unknown:
+            # MM2 ignores keys of pairs outside `clusters`; say so (a typo loses a whole flow)
+            alias_notices.append(
+                f"{origin}: '{key}' names cluster '{unknown[0]}', which is not in clusters="
+                f"{','.join(aliases)}: ignored, as MirrorMaker 2 does"
+            )
+            continue
         if match["source"] == match["target"]:
             raise ConfigError("a flow needs two different clusters", source=origin, key=key)
+    for key, value in props.items():
+        if key.endswith("replication.policy.separator") and value == "":
+            alias_notices.append(
+                f"{origin}: '{key}' is empty: applied as MirrorMaker 2 applies it, so 'orders' "
+                "from A becomes 'Aorders' and every topic of 2+ characters looks remote (its "
+                "first character taken for a cluster alias); to keep names, use "
+                "replication.policy.class = IdentityReplicationPolicy"
+            )
     for source in aliases:
         for target in aliases:
             if source == target:
@@ -258,7 +270,7 @@ def mm2_from_properties(props: Mapping[str, str], origin: str) -> MirrorConfig:
             if not Values(scoped, origin).boolean("enabled", False):
                 continue
             # errors about flow-level keys name the key as written in the file
-            effective = _FlowValues({**props, **scoped}, origin, prefix, scoped)
+            effective = _FlowValues({**props, **scoped}, origin, prefix, scoped, hidden)
             flows.append(
                 flow_settings(
                     effective,
@@ -282,7 +294,7 @@ def mm2_from_properties(props: Mapping[str, str], origin: str) -> MirrorConfig:
         flows=tuple(flows),
         spark_conf={k: v for k, v in props.items() if k.startswith("spark.")},
         state_dir=Path(state_dir) if state_dir else None,
-        notices=tuple(_check_keys(props, aliases, origin)),
+        notices=tuple(alias_notices + _check_keys(props, aliases, origin)),
         heartbeats=tuple(_heartbeats(props, aliases, clusters, origin)),
         raw=dict(props),
     )
@@ -321,12 +333,15 @@ class _FlowValues(Values):
     """Values of one flow: errors name ``A->B.key`` when the flow set that key."""
 
     def __init__(
-        self, props: Mapping[str, str], source: str, prefix: str, scoped: Mapping[str, str]
+        self, props: Mapping[str, str], source: str, prefix: str, scoped: Mapping[str, str],
+        hidden: frozenset[str] = frozenset(),
     ) -> None:
-        super().__init__(props, source)
+        super().__init__(props, source, hidden)
         self.prefix = prefix
         self.scoped = scoped
 
     def error(self, key: str, message: str) -> ConfigError:
-        shown = self.prefix + key if key in self.scoped else key
-        return ConfigError(message, source=self.source, key=shown, value=self.props.get(key))
+        named = self.prefix + key if key in self.scoped else key
+        hidden = key in self.hidden or named in self.hidden
+        value = "(from a config provider, not shown)" if hidden else self.props.get(key)
+        return ConfigError(message, source=self.source, key=named, value=value)

@@ -1,93 +1,71 @@
-"""Java ``.properties`` files, read the way ``java.util.Properties.load`` reads them."""
+"""Java ``.properties`` files, read the way ``java.util.Properties.load(InputStream)`` reads them,
+which is how MirrorMaker 2 reads mm2.properties (Kafka's ``Utils.loadProps``): ISO-8859-1 bytes,
+``\\uXXXX`` escapes, backslash continuation lines, ``=``, ``:`` or whitespace between key and
+value, ``#`` and ``!`` comments, trailing blanks of values kept, and the last of duplicate keys
+winning. The syntax itself is the javaproperties library's; tests compare the result with Java's
+own ``Properties`` on tricky files.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import javaproperties
 
 from kafka_mirror.errors import ConfigError
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+@dataclass
+class PropertiesFile:
+    """Keys and values in file order (the last of duplicate keys wins), and notes about the
+    file worth a warning (duplicate keys, naming both lines)."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Join continuation lines; return (first line number, joined text) pairs."""
-    out: list[tuple[int, str]] = []
-    pending: str | None = None
-    start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.lstrip(" \t\f")
-        if pending is None:
-            if not line or line[0] in "#!":
-                continue
-            start = number
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending = (pending or "") + line[:-1]
-            continue
-        out.append((start, (pending or "") + line))
-        pending = None
-    if pending is not None:
-        out.append((start, pending))
-    return out
+def _line_breaks(text: str) -> int:
+    return text.count("\n") + text.count("\r") - text.count("\r\n")
 
 
-def _unescape(text: str, source: str, number: int) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 >= len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            digits = text[i + 2 : i + 6]
-            try:
-                out.append(chr(int(digits, 16)))
-            except ValueError:
-                raise ConfigError(
-                    f"malformed \\u escape '\\u{digits}' on line {number}", source=source
-                ) from None
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def _split_key(line: str) -> tuple[str, str]:
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch in "=: \t\f":
-            break
-        i += 1
-    key, rest = line[:i], line[i:]
-    rest = rest.lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
+def read_properties(data: bytes | str, source: str = "<string>") -> PropertiesFile:
+    """Parse properties; ``bytes`` are decoded as ISO-8859-1, as Java does."""
+    result = PropertiesFile()
+    lines: dict[str, int] = {}
+    line = 1
+    try:
+        for element in javaproperties.parse(data):
+            if isinstance(element, javaproperties.KeyValue):
+                if element.key in lines:
+                    result.notes.append(
+                        f"{source}: key '{element.key}' is set on line {lines[element.key]} and "
+                        f"again on line {line}; the later one wins (as in Java)"
+                    )
+                result.values[element.key] = element.value
+                lines[element.key] = line
+            line += _line_breaks(element.source)
+    except javaproperties.InvalidUEscapeError as exc:
+        raise ConfigError(
+            f"malformed \\uXXXX escape '{exc.escape}' near line {line} (Java refuses the file)",
+            source=source,
+        ) from None
+    return result
 
 
 def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
     """Parse properties text; later keys win, as in Java."""
-    result: dict[str, str] = {}
-    for number, line in _logical_lines(text):
-        key, value = _split_key(line)
-        result[_unescape(key, source, number)] = _unescape(value, source, number)
-    return result
+    return read_properties(text, source).values
+
+
+def read_properties_file(path: Path) -> PropertiesFile:
+    """Read a properties file, with an error naming the file when it cannot be read."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    return read_properties(data, str(path))
 
 
 def load_properties(path: Path) -> dict[str, str]:
-    """Read a properties file, with an error naming the file when it cannot be read."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", source=str(path)) from None
-    except UnicodeDecodeError:
-        raise ConfigError("not UTF-8 text", source=str(path)) from None
-    return parse_properties(text, str(path))
+    return read_properties_file(path).values

@@ -11,12 +11,20 @@ from kafka_mirror.errors import ConfigError
 class Values:
     """Typed access to a flat mapping of strings, for errors that name source, key and value."""
 
-    def __init__(self, props: Mapping[str, str], source: str) -> None:
+    def __init__(
+        self, props: Mapping[str, str], source: str, hidden: frozenset[str] = frozenset()
+    ) -> None:
         self.props = props
         self.source = source
+        self.hidden = hidden  # keys whose values came from a config provider: never shown
+
+    def shown(self, key: str) -> str | None:
+        if key in self.hidden:
+            return "(from a config provider, not shown)"
+        return self.props.get(key)
 
     def error(self, key: str, message: str) -> ConfigError:
-        return ConfigError(message, source=self.source, key=key, value=self.props.get(key))
+        return ConfigError(message, source=self.source, key=key, value=self.shown(key))
 
     def text(self, key: str, default: str) -> str:
         return self.props.get(key, default).strip()

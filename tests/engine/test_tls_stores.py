@@ -1,0 +1,190 @@
+"""Java key and trust stores (JKS, PKCS12: what MirrorMaker 2 users have) work for every client of
+the mirror, the control plane (librdkafka) included, against a broker that requires TLS client
+certificates. Certificates are made by the test (a CA, the broker's, the client's)."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import NameOID
+from mirror_process import MirrorProcess, end_offsets, wait_for
+
+from kafka_mirror.admin import ClusterAdmin
+from kafka_mirror.config.model import ClusterSpec
+from kafka_mirror.errors import ConfigError
+from kafka_mirror.localcluster import LocalKafkaCluster
+
+PASSWORD = "st0re-pass"
+
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _cert(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Certificate | None,
+          issuer_key: rsa.RSAPrivateKey, ca: bool = False) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer.subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _pem(*items: object) -> bytes:
+    out = b""
+    for item in items:
+        if isinstance(item, x509.Certificate):
+            out += item.public_bytes(serialization.Encoding.PEM)
+        elif isinstance(item, rsa.RSAPrivateKey):
+            out += item.private_bytes(serialization.Encoding.PEM,
+                                      serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption())
+    return out
+
+
+def _keytool(*args: str) -> None:
+    run = subprocess.run(["keytool", *args], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalKafkaCluster, Path]]:
+    """A broker whose SSL listener requires client certificates, and the client's stores."""
+    home = tmp_path_factory.mktemp("tls")
+    ca_key = _key()
+    ca = _cert("kafka-mirror test CA", ca_key, None, ca_key, ca=True)
+    broker_key, client_key = _key(), _key()
+    broker = _cert("localhost", broker_key, ca, ca_key)
+    client = _cert("mirror-client", client_key, ca, ca_key)
+    (home / "ca.pem").write_bytes(_pem(ca))
+    (home / "broker.pem").write_bytes(_pem(broker_key, broker, ca))
+    # the client's stores as Java users have them
+    encryption = serialization.BestAvailableEncryption(PASSWORD.encode())
+    (home / "client.p12").write_bytes(pkcs12.serialize_key_and_certificates(
+        b"client", client_key, client, [ca], encryption))
+    _keytool("-importkeystore", "-noprompt", "-srckeystore", str(home / "client.p12"),
+             "-srcstoretype", "PKCS12", "-srcstorepass", PASSWORD,
+             "-destkeystore", str(home / "client.jks"), "-deststoretype", "JKS",
+             "-deststorepass", PASSWORD)
+    for kind, name in (("JKS", "truststore.jks"), ("PKCS12", "truststore.p12")):
+        _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(home / "ca.pem"),
+                 "-keystore", str(home / name), "-storetype", kind, "-storepass", PASSWORD)
+    cluster = LocalKafkaCluster(
+        "tls", home, heap="384m", extra_listeners={"SSL": "SSL"},
+        server_overrides={
+            "listener.name.ssl.ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.keystore.location": str(home / "broker.pem"),
+            "listener.name.ssl.ssl.truststore.type": "PEM",
+            "listener.name.ssl.ssl.truststore.location": str(home / "ca.pem"),
+            "listener.name.ssl.ssl.client.auth": "required",
+        },
+    )
+    with cluster.start(90.0):
+        yield cluster, home
+
+
+def _client(cluster: LocalKafkaCluster, home: Path, trust: str, key: str) -> dict[str, str]:
+    return {
+        "bootstrap.servers": cluster.bootstrap_for("SSL"),
+        "security.protocol": "SSL",
+        "ssl.truststore.location": str(home / trust),
+        "ssl.truststore.password": PASSWORD,
+        "ssl.keystore.location": str(home / key),
+        "ssl.keystore.password": PASSWORD,
+        "ssl.key.password": PASSWORD,
+    }
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize(
+    ("trust", "key", "types"),
+    [
+        ("truststore.jks", "client.jks", {}),  # Java's default type: JKS
+        ("truststore.p12", "client.p12",
+         {"ssl.truststore.type": "PKCS12", "ssl.keystore.type": "PKCS12"}),
+        ("truststore.jks", "client.p12", {"ssl.keystore.type": "PKCS12"}),
+    ],
+)
+def test_control_plane_reads_java_stores(
+    tls: tuple[LocalKafkaCluster, Path], trust: str, key: str, types: dict[str, str]
+) -> None:
+    cluster, home = tls
+    admin = ClusterAdmin(ClusterSpec("tls", _client(cluster, home, trust, key) | types))
+    admin.wait_ready(30)
+    assert isinstance(admin.topic_partitions(), dict)
+
+
+@pytest.mark.kafka
+def test_wrong_store_password_names_the_key_not_the_password(
+    tls: tuple[LocalKafkaCluster, Path]
+) -> None:
+    cluster, home = tls
+    client = _client(cluster, home, "truststore.jks", "client.jks")
+    client["ssl.truststore.password"] = "wrong-SECRET"
+    with pytest.raises(ConfigError) as err:
+        ClusterAdmin(ClusterSpec("tls", client))
+    message = str(err.value)
+    assert "ssl.truststore.location" in message and "cluster 'tls'" in message
+    assert "wrong-SECRET" not in message and PASSWORD not in message
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_mirror_from_a_tls_cluster_with_jks_stores(
+    tls: tuple[LocalKafkaCluster, Path], destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    """Spark's Java clients, the control plane and the offset syncs on the source all use the
+    same JKS settings."""
+    cluster, home = tls
+    cluster.create_topic(unique_topic, 2)
+    producer = Producer(cluster.client_config())
+    for i in range(40):
+        producer.produce(unique_topic, key=b"k%d" % i, value=b"v", partition=i % 2)
+    producer.flush(30)
+    client = _client(cluster, home, "truststore.jks", "client.jks")
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = tls, dst\n"
+        + "".join(f"tls.{k} = {v}\n" for k, v in client.items())
+        + f"dst.bootstrap.servers = {destination_cluster.bootstrap}\n"
+        "tls->dst.enabled = true\n"
+        f"topics = {unique_topic}\n"
+        "replication.factor = 1\n"
+        "sync.topic.acls.enabled = false\n"
+        "emit.heartbeats.enabled = false\n"
+        "spark.driver.memory = 768m\nspark.master = local[2]\n",
+        encoding="utf-8",
+    )
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log").start()
+    try:
+        wait_for(lambda: sum(end_offsets(destination_cluster, f"tls.{unique_topic}").values())
+                 >= 40, 180, "records mirrored over TLS", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+    finally:
+        mirror.cleanup()
+    assert PASSWORD not in mirror.output()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
-from kafka_mirror.topic_filter import regex_union
+from kafka_mirror.topic_filter import NameFilter
 
 # MirrorMaker 2's DefaultGroupFilter exclusions (groups.exclude).
 DEFAULT_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")
@@ -14,19 +14,11 @@ PRODUCT_GROUPS = (r"kafka-mirror\..*",)
 
 
 @dataclass(frozen=True)
-class GroupFilter:
-    """A group is synced when some allow and no deny regex matches its whole id."""
+class GroupFilter(NameFilter):
+    """Which groups a flow checkpoints (``groups``, ``groups.exclude``)."""
 
-    include: tuple[str, ...] = (".*",)
     exclude: tuple[str, ...] = DEFAULT_GROUPS_EXCLUDE
-    _include: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
-    _exclude: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_include", regex_union(self.include))
-        object.__setattr__(self, "_exclude", regex_union(self.exclude + PRODUCT_GROUPS))
+    ALWAYS_EXCLUDED: ClassVar[tuple[str, ...]] = PRODUCT_GROUPS
 
     def should_sync(self, group: str) -> bool:
-        if self._include is None or not self._include.fullmatch(group):
-            return False
-        return not (self._exclude is not None and self._exclude.fullmatch(group))
+        return self.passes(group)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 # MirrorMaker 2 4.x's default topics.exclude (3.x had .*[\-\.]internal instead of mm2.*\.internal);
 # MM2's own internal topics and names starting with __ or . are never mirrored whatever the
@@ -23,19 +24,32 @@ def regex_union(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
 
 
 @dataclass(frozen=True)
-class TopicFilter:
-    """Allow/deny regex lists; a topic is mirrored when some allow and no deny regex matches."""
+class NameFilter:
+    """Allow/deny regex lists over whole names (MM2's filters): a name passes when some allow
+    and no deny regex matches it, nor one of the class's always-excluded patterns."""
 
     include: tuple[str, ...] = (".*",)
-    exclude: tuple[str, ...] = DEFAULT_TOPICS_EXCLUDE
+    exclude: tuple[str, ...] = ()
+    ALWAYS_EXCLUDED: ClassVar[tuple[str, ...]] = ()
     _include: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     _exclude: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_include", regex_union(self.include))
-        object.__setattr__(self, "_exclude", regex_union(self.exclude + PRODUCT_TOPICS))
+        object.__setattr__(self, "_exclude", regex_union(self.exclude + self.ALWAYS_EXCLUDED))
+
+    def passes(self, name: str) -> bool:
+        if self._include is None or not self._include.fullmatch(name):
+            return False
+        return not (self._exclude is not None and self._exclude.fullmatch(name))
+
+
+@dataclass(frozen=True)
+class TopicFilter(NameFilter):
+    """Which topics a flow mirrors (``topics``, ``topics.exclude``)."""
+
+    exclude: tuple[str, ...] = DEFAULT_TOPICS_EXCLUDE
+    ALWAYS_EXCLUDED: ClassVar[tuple[str, ...]] = PRODUCT_TOPICS
 
     def should_mirror(self, topic: str) -> bool:
-        if self._include is None or not self._include.fullmatch(topic):
-            return False
-        return not (self._exclude is not None and self._exclude.fullmatch(topic))
+        return self.passes(topic)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mirror_process import running
 
 from kafka_mirror.localcluster import LocalKafkaCluster
 
@@ -37,15 +37,8 @@ def kafka_clusters(kafka_workdir: Path) -> Iterator[dict[str, LocalKafkaCluster]
         name: LocalKafkaCluster(name, kafka_workdir, heap=BROKER_HEAP)
         for name in ("source", "destination")
     }
-    try:
-        with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
-            futures = [pool.submit(c.start, 90.0) for c in clusters.values()]
-            for future in futures:
-                future.result()
+    with running(list(clusters.values())):
         yield clusters
-    finally:
-        for cluster in clusters.values():
-            cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +143,17 @@ def first_occurrences(records: Iterable[Record]) -> list[Record]:
             seen.add(record)
             out.append(record)
     return out
+
+
+@contextmanager
+def running(clusters: Sequence[LocalKafkaCluster], timeout: float = 90.0
+            ) -> Iterator[Sequence[LocalKafkaCluster]]:
+    """Start the clusters in parallel (each start is mostly JVM warm-up); stop them all after."""
+    try:
+        with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
+            for future in [pool.submit(c.start, timeout) for c in clusters]:
+                future.result()
+        yield clusters
+    finally:
+        for cluster in clusters:
+            cluster.stop()

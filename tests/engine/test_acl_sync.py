@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -21,6 +21,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from mirror_process import running
 
 from kafka_mirror.acl_sync import AclSync, plan_acls
 from kafka_mirror.admin import ClusterAdmin
@@ -328,15 +329,8 @@ def acl_clusters(tmp_path: Path) -> Iterator[tuple[LocalKafkaCluster, LocalKafka
     source = LocalKafkaCluster("aclsource", tmp_path, heap="384m",
                                server_overrides={**AUTHORIZER, "super.users": "User:ANONYMOUS"})
     target = LocalKafkaCluster("acltarget", tmp_path, heap="384m", server_overrides=AUTHORIZER)
-    clusters = (source, target)
-    try:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for future in [pool.submit(c.start, 90.0) for c in clusters]:
-                future.result()
-        yield clusters
-    finally:
-        for cluster in clusters:
-            cluster.stop()
+    with running((source, target)):
+        yield source, target
 
 
 @pytest.mark.kafka

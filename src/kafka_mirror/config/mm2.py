@@ -261,25 +261,18 @@ def mm2_from_properties(raw: Mapping[str, str], origin: str) -> MirrorConfig:
                 "first character taken for a cluster alias); to keep names, use "
                 "replication.policy.class = IdentityReplicationPolicy"
             )
-    for source in aliases:
-        for target in aliases:
-            if source == target:
-                continue
-            prefix = f"{source}->{target}."
-            scoped = _strip(props, prefix)
-            if not Values(scoped, origin).boolean("enabled", False):
-                continue
-            # errors about flow-level keys name the key as written in the file
-            effective = _FlowValues({**props, **scoped}, origin, prefix, scoped, hidden)
-            flows.append(
-                flow_settings(
-                    effective,
-                    clusters[source],
-                    clusters[target],
-                    _strip(scoped, "consumer."),
-                    _strip(scoped, "producer."),
-                )
+    for source, target, effective in _pairs(props, aliases, origin, hidden):
+        if not Values(effective.scoped, origin).boolean("enabled", False):
+            continue
+        flows.append(
+            flow_settings(
+                effective,
+                clusters[source],
+                clusters[target],
+                _strip(effective.scoped, "consumer."),
+                _strip(effective.scoped, "producer."),
             )
+        )
     if not flows:
         raise ConfigError(
             "no replication flow is enabled; add e.g. "
@@ -307,26 +300,36 @@ def _heartbeats(
     """MM2's pairs that emit heartbeats: every ordered pair whose (global, or pair's own)
     ``emit.heartbeats.enabled`` is true, whether or not the pair is enabled."""
     specs = []
+    for source, target, values in _pairs(props, aliases, origin, frozenset()):
+        if not values.boolean("emit.heartbeats.enabled", True):
+            continue
+        specs.append(
+            HeartbeatSpec(
+                source=clusters[source],
+                target=clusters[target],
+                interval=values.number("emit.heartbeats.interval.seconds", 1.0, 0.01),
+                replication_factor=_replication_factor(
+                    values, "heartbeats.topic.replication.factor"
+                ),
+            )
+        )
+    return specs
+
+
+def _pairs(
+    props: Mapping[str, str], aliases: list[str], origin: str, hidden: frozenset[str]
+) -> list[tuple[str, str, _FlowValues]]:
+    """Every ordered pair of clusters with its effective settings (``A->B.<key>`` over the top
+    level); errors about pair-level keys name the key as written in the file."""
+    out = []
     for source in aliases:
         for target in aliases:
-            if source == target:
-                continue
-            prefix = f"{source}->{target}."
-            scoped = _strip(props, prefix)
-            values = _FlowValues({**props, **scoped}, origin, prefix, scoped)
-            if not values.boolean("emit.heartbeats.enabled", True):
-                continue
-            specs.append(
-                HeartbeatSpec(
-                    source=clusters[source],
-                    target=clusters[target],
-                    interval=values.number("emit.heartbeats.interval.seconds", 1.0, 0.01),
-                    replication_factor=_replication_factor(
-                        values, "heartbeats.topic.replication.factor"
-                    ),
-                )
-            )
-    return specs
+            if source != target:
+                prefix = f"{source}->{target}."
+                scoped = _strip(props, prefix)
+                values = _FlowValues({**props, **scoped}, origin, prefix, scoped, hidden)
+                out.append((source, target, values))
+    return out
 
 
 class _FlowValues(Values):

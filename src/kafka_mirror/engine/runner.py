@@ -36,6 +36,20 @@ from kafka_mirror.topics import TopicSync
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15.0
+MAX_RETRY_SECONDS = 60.0
+# Errors a restart cannot cure: the target refuses a record for good.
+PERMANENT_FAILURES = (
+    "RecordTooLargeException",
+    "InvalidTimestampException",
+    "InvalidRecordException",
+    "TopicAuthorizationException",
+    "CorruptRecordException",
+)
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0][:500] if lines else text
 
 
 class RangeKeeper:
@@ -78,6 +92,9 @@ class FlowRunner:
         self.writers: dict[str, BatchWriter] = {}
         self.assignment: dict[str, int] = {}
         self.next_refresh = 0.0
+        self.failures = 0
+        self.retry_at = 0.0
+        self.failed: str | None = None  # why the flow stopped for good
 
     def start_control(self) -> None:
         """Internal topics the flow writes exist before any batch runs."""
@@ -148,10 +165,39 @@ class FlowRunner:
     def save_ranges(self) -> None:
         self.ranges.save(self.ranges_path)
 
-    def check(self) -> None:
-        if self.query is not None and not self.query.isActive:
-            error = self.query.exception()
-            raise MirrorError(f"flow {self.flow.name} stopped: {error or 'query terminated'}")
+    def tick(self, spark: Any) -> None:
+        """Keep the flow running: restart a failed query, follow topic changes. Faults (a
+        cluster unreachable for minutes, a broker restart) are retried with backoff; a record
+        the target refuses for good stops this flow only (restarting would append the same
+        batch again and again)."""
+        now = time.monotonic()
+        if self.failed is not None or now < self.retry_at:
+            return
+        try:
+            if self.query is not None and not self.query.isActive:
+                error = str(self.query.exception() or "query terminated")
+                self.query = None
+                self.assignment = {}
+                permanent = next((p for p in PERMANENT_FAILURES if p in error), None)
+                if permanent is not None:
+                    self.failed = error
+                    log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
+                              _first_line(error))
+                    return
+                raise MirrorError(f"query failed: {_first_line(error)}")
+            wanted = self.flow.refresh_topics or self.query is None
+            if wanted and now >= self.next_refresh:
+                self.follow(spark, self.sync_topics())
+            if self.failures:
+                log.info("flow %s: running again after %d failed attempts", self.flow.name,
+                          self.failures)
+                self.failures = 0
+        except Exception as exc:
+            self.failures += 1
+            delay = min(MAX_RETRY_SECONDS, 2.0 ** min(self.failures, 6))
+            self.retry_at = now + delay
+            log.warning("flow %s: %s; retrying in %.0f s (attempt %d)", self.flow.name,
+                        _first_line(str(exc)), delay, self.failures)
 
     def begin_stop(self) -> None:
         """No new batch starts writing from now on (the one writing finishes)."""
@@ -320,10 +366,13 @@ class Mirror:
                 runner.follow(spark, initial[name])
             while not stop.wait(1.0):
                 for runner in runners.values():
-                    runner.check()
-                    wanted = runner.flow.refresh_topics or runner.query is None
-                    if wanted and time.monotonic() >= runner.next_refresh:
-                        runner.follow(spark, runner.sync_topics())
+                    runner.tick(spark)
+                if all(runner.failed is not None for runner in runners.values()):
+                    raise MirrorError(
+                        "every flow stopped for good: "
+                        + "; ".join(f"{r.flow.name}: {_first_line(r.failed or '')}"
+                                    for r in runners.values())
+                    )
         finally:
             log.info("stopping")
             for runner in runners.values():  # all flows finish their batch at once

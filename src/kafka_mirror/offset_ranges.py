@@ -29,9 +29,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-# per partition; older ranges beyond this are forgotten (groups that far behind get no
-# translation from the mirror's memory, like MirrorMaker 2's bounded sync store)
-MAX_RANGES = 2_000
+# per partition; beyond this the two oldest ranges are merged into one that does not map one
+# to one (still never skips: it translates to the older one's start), so memory stays bounded
+# while recent offsets, where groups usually are, keep their precision
+MAX_RANGES = 1_000
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,13 @@ class PartitionRanges:
             )
         else:
             self.ranges.append(copied)
-        if len(self.ranges) > MAX_RANGES:
-            del self.ranges[: len(self.ranges) - MAX_RANGES]
+        while len(self.ranges) > max(2, MAX_RANGES):
+            older, newer = self.ranges[0], self.ranges[1]
+            self.ranges[0:2] = [CopiedRange(
+                min(older.source_start, newer.source_start),
+                max(older.source_end, newer.source_end),
+                older.target_start, newer.target_end, False,
+            )]
 
     def translate(self, offset: int) -> int | None:
         best: int | None = None
@@ -104,10 +110,12 @@ class OffsetRanges:
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, int], PartitionRanges] = {}
         self._lock = threading.Lock()
+        self.dirty = False
 
     def add(self, topic: str, partition: int, copied: CopiedRange) -> None:
         with self._lock:
             self.partitions.setdefault((topic, partition), PartitionRanges()).add(copied)
+            self.dirty = True
 
     def translate(self, topic: str, partition: int, offset: int) -> int | None:
         with self._lock:
@@ -121,7 +129,10 @@ class OffsetRanges:
 
     # ---------------------------------------------------------------- persistence
     def save(self, path: Path) -> None:
-        """Write atomically (a crash leaves the previous file)."""
+        """Write atomically (a crash leaves the previous file); nothing when unchanged."""
+        if not self.dirty:
+            return
+        self.dirty = False
         data = [
             {"topic": topic, "partition": partition, "ranges": [asdict(r) for r in pr.ranges]}
             for (topic, partition), pr in sorted(self.items())

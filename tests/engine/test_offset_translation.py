@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kafka_mirror import offset_ranges
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.engine.batch_writer import partition_copies
 from kafka_mirror.errors import ConfigError
@@ -96,9 +97,14 @@ def test_unknown_history_gives_no_translation() -> None:
     assert ranges.translate("t", 1, 10) is None
 
 
-def test_translation_never_skips_against_a_simulated_target(tmp_path: Path) -> None:
+@pytest.mark.parametrize("max_ranges", [1_000, 3])
+def test_translation_never_skips_against_a_simulated_target(
+    max_ranges: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Random batches with offset gaps, replays and foreign writes: for every offset, no source
-    record at or after it is only on the target before the translated position."""
+    record at or after it is only on the target before the translated position (also when old
+    ranges are merged to bound memory)."""
+    monkeypatch.setattr(offset_ranges, "MAX_RANGES", max_ranges)
     rng = random.Random(7)
     for _round in range(30):
         target: list[int | None] = []  # source offset of each target record (None: foreign)

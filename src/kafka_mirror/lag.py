@@ -10,6 +10,7 @@ the mirror never reads them back.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -29,6 +30,8 @@ class LagCommitter:
         self._consumers: dict[str, Any] = {}
         self._last: dict[str, float] = {}
         self._pending: dict[str, dict[tuple[str, int], int]] = {}
+        self._flows: dict[str, FlowSpec] = {}
+        self._lock = threading.Lock()
 
     def _consumer(self, flow: FlowSpec) -> Any:
         consumer = self._consumers.get(flow.name)
@@ -45,18 +48,26 @@ class LagCommitter:
         flow = event.flow
         if not flow.lag_group_id:
             return
-        if event.moved:
-            self._pending[flow.name] = event.source_end
-        pending = self._pending.get(flow.name)
-        now = time.monotonic()
-        if pending is None or now - self._last.get(flow.name, 0.0) < (
-            flow.lag_commit_interval_ms / 1000.0
-        ):
-            return
-        self._last[flow.name] = now
-        del self._pending[flow.name]
-        offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items())]
-        self._consumer(flow).commit(offsets=offsets, asynchronous=False)
+        with self._lock:
+            self._flows[flow.name] = flow
+            if event.moved:
+                self._pending[flow.name] = event.source_end
+        self.flush_due()
+
+    def flush_due(self) -> None:
+        """Commit each flow's newest positions once its interval has passed (also called
+        periodically: when the stream goes idle, no batch event would commit the last ones)."""
+        with self._lock:
+            now = time.monotonic()
+            for name, pending in list(self._pending.items()):
+                flow = self._flows[name]
+                if now - self._last.get(name, 0.0) < flow.lag_commit_interval_ms / 1000.0:
+                    continue
+                self._last[name] = now
+                offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items())]
+                self._consumer(flow).commit(offsets=offsets, asynchronous=False)
+                if self._pending.get(name) is pending:  # kept for a retry if the commit failed
+                    del self._pending[name]
 
     def close(self) -> None:
         for consumer in self._consumers.values():

@@ -12,7 +12,7 @@ from typing import Any
 from kafka_mirror.acl_sync import AclSync
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.checkpoints import GroupCheckpointer
-from kafka_mirror.clients import durability_warnings, spark_sink_options
+from kafka_mirror.clients import admin_properties, durability_warnings, spark_sink_options
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
 from kafka_mirror.engine.batch_writer import (
     BatchWriter,
@@ -22,6 +22,7 @@ from kafka_mirror.engine.batch_writer import (
 )
 from kafka_mirror.engine.batches import BatchHook, event_from_progress, observed, run_hooks
 from kafka_mirror.engine.flow_query import OBSERVATION, start_query
+from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
 from kafka_mirror.engine.positions import FlowState, Positions, starting_offsets
 from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
 from kafka_mirror.errors import MirrorError
@@ -95,6 +96,7 @@ class FlowRunner:
         self.failures = 0
         self.retry_at = 0.0
         self.failed: str | None = None  # why the flow stopped for good
+        self.target_offsets: JvmEndOffsets | None = None
 
     def start_control(self) -> None:
         """Internal topics the flow writes exist before any batch runs."""
@@ -150,7 +152,11 @@ class FlowRunner:
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
         checkpoint = self.state.new_generation()
         self.state.prune(keep=checkpoint)
-        writer = BatchWriter(self.flow, checkpoint, spark_sink_options(self.flow), self.target)
+        if self.target_offsets is None:
+            self.target_offsets = JvmEndOffsets(spark, admin_properties(self.flow.target))
+        writer = BatchWriter(
+            self.flow, checkpoint, spark_sink_options(self.flow), self.target_offsets
+        )
         self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer)
         self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
         self.writers[str(self.query.runId)] = writer
@@ -358,6 +364,7 @@ class Mirror:
         )
         spark = build_session(conf)
         lag = LagCommitter()
+        lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0).start()
         spark.streams.addListener(
             _spark_listener(_Listener(runners, [ProgressReporter(), lag]))
         )
@@ -394,6 +401,9 @@ class Mirror:
                 runner.save_ranges()
                 if runner.offset_syncs is not None:
                     runner.offset_syncs.close()
+                if runner.target_offsets is not None:
+                    runner.target_offsets.close()
+            lag_flush.stop()
             lag.close()
             spark.stop()
             log.info("stopped")

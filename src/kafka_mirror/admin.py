@@ -10,12 +10,11 @@ from typing import Any
 from confluent_kafka import (
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
-    IsolationLevel,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_mirror.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.model import ClusterSpec
@@ -99,24 +98,6 @@ class ClusterAdmin:
             for name, topic in meta.topics.items()
             if topic.error is None
         }
-
-    def end_offsets(
-        self, partitions: list[tuple[str, int]], timeout: float = 30.0
-    ) -> dict[tuple[str, int], int]:
-        """High watermarks of the given partitions."""
-        return self._list_offsets(partitions, OffsetSpec.latest(), timeout)
-
-    def _list_offsets(
-        self, partitions: list[tuple[str, int]], spec: Any, timeout: float
-    ) -> dict[tuple[str, int], int]:
-        if not partitions:
-            return {}
-        futures = self.client.list_offsets(
-            {TopicPartition(t, p): spec for t, p in partitions},
-            isolation_level=IsolationLevel.READ_UNCOMMITTED,
-            request_timeout=timeout,
-        )
-        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
     # ---------------------------------------------------------------- internal topics
     def ensure_compacted_topic(self, topic: str, replication_factor: int = -1) -> bool:

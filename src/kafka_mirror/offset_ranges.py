@@ -97,9 +97,6 @@ class PartitionRanges:
                 best = candidate
         return best
 
-    def newest(self) -> CopiedRange | None:
-        return self.ranges[-1] if self.ranges else None
-
 
 class OffsetRanges:
     """Every partition's copied ranges for one flow, keyed by (source topic, partition).

@@ -14,7 +14,7 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.model import ClusterSpec
@@ -97,6 +97,19 @@ class ClusterAdmin:
             name: len(topic.partitions)
             for name, topic in meta.topics.items()
             if topic.error is None
+        }
+
+    def log_start_offsets(
+        self, partitions: list[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], int]:
+        """The first offset each partition still holds (retention and deleted records move it)."""
+        if not partitions:
+            return {}
+        request = {TopicPartition(t, p): OffsetSpec.earliest() for t, p in partitions}
+        futures = self.client.list_offsets(request, request_timeout=timeout)
+        return {
+            (tp.topic, tp.partition): int(future.result(timeout=timeout).offset)
+            for tp, future in futures.items()
         }
 
     # ---------------------------------------------------------------- internal topics

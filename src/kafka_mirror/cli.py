@@ -18,6 +18,7 @@ from kafka_mirror.config.model import FlowSpec, MirrorConfig
 from kafka_mirror.errors import ConfigError, MirrorError
 from kafka_mirror.jvm_artifacts import JvmArtifactsMissing
 from kafka_mirror.log_setup import setup_logging
+from kafka_mirror.state_lock import StateDirLock
 
 log = logging.getLogger("kafka_mirror")
 DEFAULT_STATE_DIR = Path("kafka-mirror-state")
@@ -120,23 +121,30 @@ def _run(config: MirrorConfig, ns: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     state_dir = ns.state_dir or config.state_dir or DEFAULT_STATE_DIR
-    Mirror(config, state_dir, _cli_spark_conf(ns), ns.connector_jars, ns.connect_timeout).run(
-        stop
-    )
+    # one mirror per state directory, taken before anything reads or writes it
+    with StateDirLock(state_dir):
+        Mirror(
+            config, state_dir, _cli_spark_conf(ns), ns.connector_jars, ns.connect_timeout
+        ).run(stop)
     return 0
 
 
 def _verify(ns: argparse.Namespace) -> int:
     from kafka_mirror.admin import ClusterAdmin
-    from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
+    from kafka_mirror.engine.session import (
+        build_session,
+        connector_jars,
+        spark_conf,
+        wait_for_master,
+    )
     from kafka_mirror.topics import TopicSync
     from kafka_mirror.verify import verify_flow
 
     config = load_mm2(ns.config)
     admins = {a: ClusterAdmin(c) for a, c in config.clusters.items()}
-    spark = build_session(
-        spark_conf(config.spark_conf, _cli_spark_conf(ns), connector_jars(ns.connector_jars))
-    )
+    conf = spark_conf(config.spark_conf, _cli_spark_conf(ns), connector_jars(ns.connector_jars))
+    wait_for_master(conf, ns.connect_timeout)
+    spark = build_session(conf)
     differences = 0
     try:
         for flow in config.flows:

@@ -30,6 +30,10 @@ SAFE_PRODUCER_DEFAULTS = {
     "compression.type": "lz4",
 }
 SAFE_CONSUMER_DEFAULTS = {"isolation.level": "read_committed"}
+# The Java producer's default max.request.size, and what is added to the largest source batch
+# size (the mirror adds a header to every record).
+PRODUCER_MAX_REQUEST_SIZE = 1_048_576
+REQUEST_SIZE_ALLOWANCE = 1_024
 
 # Keys Spark's Kafka source or sink manages itself and refuses or ignores.
 _SPARK_SOURCE_MANAGED = frozenset(
@@ -111,9 +115,30 @@ def spark_source_options(flow: FlowSpec) -> dict[str, str]:
     return options
 
 
-def spark_sink_options(flow: FlowSpec) -> dict[str, str]:
-    """Options for ``writeStream.format("kafka")``; the interceptor restores timestamps."""
+def user_set_producer_key(flow: FlowSpec, key: str) -> bool:
+    """Whether the user set ``key`` for the flow's producer (any level)."""
+    return any(key in level for level in (flow.target.client, flow.target.producer,
+                                           flow.producer_overrides))
+
+
+def request_size(flow: FlowSpec, largest_source_batch: int) -> int | None:
+    """The producer's ``max.request.size`` that lets through every record the source topics
+    accept (their largest ``max.message.bytes``, plus room for the timestamp header), or None
+    when the producer's default already does or the user set it."""
+    if user_set_producer_key(flow, "max.request.size"):
+        return None
+    wanted = largest_source_batch + REQUEST_SIZE_ALLOWANCE
+    return wanted if largest_source_batch > 0 and wanted > PRODUCER_MAX_REQUEST_SIZE else None
+
+
+def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0) -> dict[str, str]:
+    """Options for ``writeStream.format("kafka")``; the interceptor restores timestamps.
+    ``largest_source_batch``: the largest ``max.message.bytes`` among the mirrored source
+    topics (see :func:`request_size`)."""
     props = producer_properties(flow)
+    size = request_size(flow, largest_source_batch)
+    if size is not None:
+        props["max.request.size"] = str(size)
     options = {f"kafka.{k}": v for k, v in props.items() if k not in _SPARK_SINK_MANAGED}
     existing = props.get("interceptor.classes", "").strip()
     interceptors = [INTERCEPTOR_CLASS] + ([existing] if existing else [])

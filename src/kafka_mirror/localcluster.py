@@ -446,7 +446,8 @@ class LocalKafkaCluster:
         if self.alive():
             return self
         deadline = time.monotonic() + timeout
-        restart = not fresh and bool(self.ports) and (self.data_dir / "meta.properties").is_file()
+        restart = not fresh and bool(self.ports) and (
+            self._metadata_dir() / "meta.properties").is_file()
         attempts = 1 if restart else 3
         for attempt in range(1, attempts + 1):
             if not restart:
@@ -466,11 +467,26 @@ class LocalKafkaCluster:
                     raise
         raise AssertionError("unreachable")
 
+    def _metadata_dir(self) -> Path:
+        """Where the broker keeps its metadata log (and ``meta.properties``)."""
+        props = self.server_properties()
+        return Path(props.get("metadata.log.dir") or props["log.dirs"].split(",")[0].strip())
+
     def _prepare(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
+        # Fresh storage: never reuse a log dir formatted with another cluster id. A log dir set
+        # in server_overrides may be a mount point (e.g. a small file system): emptied, kept.
         if self.data_dir.exists():
-            # Fresh storage: never reuse a log dir formatted with another cluster id.
             shutil.rmtree(self.data_dir)
+        overridden = [self.server_overrides.get("metadata.log.dir", ""),
+                      *self.server_overrides.get("log.dirs", "").split(",")]
+        for log_dir in overridden:
+            if log_dir.strip() and Path(log_dir.strip()).is_dir():
+                for entry in Path(log_dir.strip()).iterdir():
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
         self._pick_ports()
         self.log4j_path.write_text(
             LOG4J2_PROPERTIES.format(root_level=self.log_level), encoding="utf-8"

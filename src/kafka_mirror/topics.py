@@ -2,6 +2,13 @@
 
 Planning is a pure function of what both clusters hold (testable, and what a dry run prints);
 applying the plan is a separate step.
+
+As in MirrorMaker 2, a destination topic is created with the source topic's own configs (less
+the excluded ones) whether or not configs are synced; ``sync.topic.configs.enabled`` decides
+whether existing destination topics are kept in line. On top of MM2, a destination topic must
+not change or refuse records: ``message.timestamp.type=LogAppendTime`` and a ``max.message.bytes``
+below the source's are corrected when configs are synced (or the mirror created the topic), and
+reported otherwise.
 """
 
 from __future__ import annotations
@@ -9,21 +16,22 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    ConfigSource,
     NewPartitions,
     NewTopic,
 )
 
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.destination_checks import Misalignment, misalignments, remedy
 from kafka_mirror.errors import TopicLayoutError
+from kafka_mirror.topic_configs import TopicConfigs, describe_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +40,13 @@ NEVER_SYNCED = (
     r"follower\.replication\.throttled\.replicas",
     r"leader\.replication\.throttled\.replicas",
     r"message\.timestamp\..*",
+    r"log\.message\.timestamp\..*",
     r"unclean\.leader\.election\.enable",
     r"min\.insync\.replicas",
 )
 # Set on every destination topic: the source's timestamps are written as CreateTime.
 TARGET_FIXED_CONFIGS = {"message.timestamp.type": "CreateTime"}
+CONFIG_WAIT_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,11 @@ class TopicPlan:
     target_partitions: int | None
     configs: Mapping[str, str] = field(default_factory=dict)
     config_changes: Mapping[str, str] = field(default_factory=dict)
+    # what is wrong with the existing destination topic; fixed by config_changes when
+    # ``fixes`` holds, reported otherwise
+    problems: tuple[Misalignment, ...] = ()
+    fixes: bool = False
+    source_max_message_bytes: int | None = None
 
     @property
     def action(self) -> str:
@@ -71,23 +86,30 @@ def plan_topics(
     flow: FlowSpec,
     source_partitions: Mapping[str, int],
     target_partitions: Mapping[str, int],
-    source_configs: Mapping[str, Mapping[str, str]],
-    target_configs: Mapping[str, Mapping[str, str]],
+    source_configs: Mapping[str, TopicConfigs],
+    target_configs: Mapping[str, TopicConfigs],
+    created: Collection[str] = (),
 ) -> list[TopicPlan]:
-    """Plan the target side for every source topic the flow mirrors."""
+    """Plan the target side for every source topic the flow mirrors. ``created``: target topics
+    this mirror just created (their problems are fixed even when configs are not synced)."""
     plans = []
     for topic in sorted(source_partitions):
         if not flow.should_mirror(topic):
             continue
         target = flow.target_topic(topic)
-        configs = (
-            synced_configs(flow, source_configs.get(topic, {})) if flow.sync_topic_configs else {}
-        )
+        source = source_configs.get(topic, TopicConfigs())
+        configs = synced_configs(flow, source.explicit)
         existing = target_partitions.get(target)
         changes: dict[str, str] = {}
-        if existing is not None:
-            current = target_configs.get(target, {})
-            changes = {k: v for k, v in configs.items() if current.get(k) != v}
+        problems: list[Misalignment] = []
+        fixes = flow.sync_topic_configs or target in created
+        if existing is not None and target in target_configs:
+            current = target_configs[target]
+            if flow.sync_topic_configs:
+                changes = {k: v for k, v in configs.items() if current.explicit.get(k) != v}
+            problems = misalignments(topic, target, source, current)
+            if fixes:
+                changes |= {p.key: p.wanted for p in problems}
         plans.append(
             TopicPlan(
                 source_topic=topic,
@@ -96,27 +118,12 @@ def plan_topics(
                 target_partitions=existing,
                 configs=configs,
                 config_changes=changes,
+                problems=tuple(problems),
+                fixes=fixes,
+                source_max_message_bytes=source.max_message_bytes,
             )
         )
     return plans
-
-
-def explicit_configs(admin: ClusterAdmin, topics: list[str]) -> dict[str, dict[str, str]]:
-    """Each topic's configs that were set on the topic itself (not broker defaults)."""
-    if not topics:
-        return {}
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
-    out: dict[str, dict[str, str]] = {}
-    for resource, future in admin.client.describe_configs(resources).items():
-        entries: dict[str, ConfigEntry] = future.result()
-        out[resource.name] = {
-            name: entry.value
-            for name, entry in entries.items()
-            if ConfigSource(entry.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG
-            and entry.value is not None
-            and not entry.is_sensitive
-        }
-    return out
 
 
 class TopicSync:
@@ -126,24 +133,28 @@ class TopicSync:
         self.flow = flow
         self.source = source
         self.target = target
+        self._reported: set[str] = set()  # problems warned about (once each)
 
-    def plan(self) -> list[TopicPlan]:
+    def plan(self, created: Collection[str] = ()) -> list[TopicPlan]:
         source_parts = self.source.topic_partitions()
         target_parts = self.target.topic_partitions()
         selected = [t for t in source_parts if self.flow.should_mirror(t)]
-        source_cfg = explicit_configs(self.source, selected) if self.flow.sync_topic_configs else {}
+        source_cfg = describe_topic_configs(self.source, selected)
         existing = [
             self.flow.target_topic(t) for t in selected if self.flow.target_topic(t) in target_parts
         ]
-        target_cfg = explicit_configs(self.target, existing) if self.flow.sync_topic_configs else {}
-        return plan_topics(self.flow, source_parts, target_parts, source_cfg, target_cfg)
+        target_cfg = describe_topic_configs(self.target, existing)
+        return plan_topics(self.flow, source_parts, target_parts, source_cfg, target_cfg,
+                           created)
 
-    def apply(self, plans: list[TopicPlan]) -> list[TopicPlan]:
-        """Create, grow and configure target topics; return the plans that were acted on."""
-        self._create([p for p in plans if p.action == "create"])
+    def apply(self, plans: list[TopicPlan]) -> set[str]:
+        """Create, grow and configure target topics; return the target topics created."""
+        created = self._create([p for p in plans if p.action == "create"])
         self._grow([p for p in plans if p.action == "grow"])
-        self._configure([p for p in plans if p.config_changes and p.target_partitions is not None])
+        configured = [p for p in plans if p.config_changes and p.target_partitions is not None]
+        failed = self._configure(configured)
         self._check_layout([p for p in plans if p.action in ("create", "grow")])
+        self._await_configs([p for p in configured if p.target_topic not in failed])
         for plan in plans:
             if plan.target_partitions is not None and plan.target_partitions > plan.partitions:
                 log.warning(
@@ -152,14 +163,51 @@ class TopicSync:
                     self.flow.name, plan.target_topic, plan.target_partitions,
                     plan.source_topic, plan.partitions,
                 )
-        return [p for p in plans if p.action != "unchanged"]
+            self._report(plan, failed.get(plan.target_topic))
+        return created
 
     def sync(self) -> list[TopicPlan]:
-        return self.apply(self.plan())
+        """Apply the plan and return it. Topics it meant to create are planned once more (the
+        size limit of those it created comes from the destination broker unless the source topic
+        sets its own; the others existed after all), so that they are checked and aligned too
+        before any record is written."""
+        plans = self.plan()
+        created = self.apply(plans)
+        if any(p.action == "create" for p in plans):
+            try:
+                again = self.plan(created)
+            except Exception as exc:  # metadata of new topics can lag behind on some brokers
+                log.warning("%s: configs of the topics just created not checked yet (%s); "
+                            "checked at the next refresh", self.flow.name, exc)
+                return plans
+            self.apply(again)
+            return again
+        return plans
 
-    def _create(self, plans: list[TopicPlan]) -> None:
+    def _report(self, plan: TopicPlan, error: str | None) -> None:
+        for problem in plan.problems:
+            if plan.fixes and error is None:
+                log.info("%s: %s; set %s=%s", self.flow.name, problem.problem, problem.key,
+                         problem.wanted)
+                self._reported.discard(problem.problem)
+                continue
+            if problem.problem in self._reported:
+                continue
+            self._reported.add(problem.problem)
+            if error is not None:
+                why = f"it could not be changed ({error}): {remedy(problem)}"
+            else:
+                why = (
+                    "topic configs are not synced (sync.topic.configs.enabled=false): "
+                    + remedy(problem)
+                )
+            log.warning("%s: %s; %s", self.flow.name, problem.problem, why)
+
+    def _create(self, plans: list[TopicPlan]) -> set[str]:
+        """Create the topics; return those created (not those another client created first)."""
+        created: set[str] = set()
         if not plans:
-            return
+            return created
         new = [
             NewTopic(
                 p.target_topic,
@@ -172,6 +220,7 @@ class TopicSync:
         for name, future in self.target.client.create_topics(new).items():
             try:
                 future.result()
+                created.add(name)
                 log.info("%s: created topic %s", self.flow.name, name)
             except Exception as exc:
                 if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
@@ -180,6 +229,7 @@ class TopicSync:
                     f"{self.flow.name}: cannot create target topic '{name}' on cluster "
                     f"'{self.flow.target.alias}': {exc}"
                 ) from exc
+        return created
 
     def _grow(self, plans: list[TopicPlan]) -> None:
         if not plans:
@@ -232,9 +282,10 @@ class TopicSync:
                     f"'{plan.source_topic}' has {plan.partitions}, and it cannot be grown"
                 )
 
-    def _configure(self, plans: list[TopicPlan]) -> None:
+    def _configure(self, plans: list[TopicPlan]) -> dict[str, str]:
+        """Set the planned configs; return why it failed, per target topic."""
         if not plans:
-            return
+            return {}
         resources = [
             ConfigResource(
                 ConfigResource.Type.TOPIC,
@@ -246,11 +297,35 @@ class TopicSync:
             )
             for p in plans
         ]
+        failed: dict[str, str] = {}
         for resource, future in self.target.client.incremental_alter_configs(resources).items():
             try:
                 future.result()
                 log.info("%s: synced configs of topic %s", self.flow.name, resource.name)
             except Exception as exc:
+                failed[resource.name] = str(exc)
                 log.warning(
                     "%s: could not sync configs of %s: %s", self.flow.name, resource.name, exc
                 )
+        return failed
+
+    def _await_configs(self, plans: list[TopicPlan]) -> None:
+        """Wait (a little) until the changed configs are in effect, so that the first records
+        written meet them."""
+        if not plans:
+            return
+        deadline = time.monotonic() + CONFIG_WAIT_SECONDS
+        pending = {p.target_topic: p.config_changes for p in plans}
+        while pending and time.monotonic() < deadline:
+            try:
+                current = describe_topic_configs(self.target, sorted(pending))
+            except Exception as exc:
+                log.debug("%s: configs not described yet: %s", self.flow.name, exc)
+                current = {}
+            pending = {
+                topic: wanted for topic, wanted in pending.items()
+                if topic not in current
+                or any(current[topic].effective.get(k) != v for k, v in wanted.items())
+            }
+            if pending:
+                time.sleep(0.3)

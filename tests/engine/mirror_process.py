@@ -36,18 +36,23 @@ def mm2_properties(
 
 
 class MirrorProcess:
-    """``kafka-mirror ARGS`` in its own session, logging to a file."""
+    """``kafka-mirror ARGS`` in its own session, logging to a file; ``prefix`` runs it through a
+    wrapper (e.g. ``ip netns exec NAME``, which execs it: the PID stays the mirror's)."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
+    def __init__(self, args: list[str], log: Path, *, prefix: Sequence[str] = (),
+                 env: dict[str, str] | None = None) -> None:
         self.args = args
         self.log = log
+        self.prefix = list(prefix)
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> MirrorProcess:
+        env = {**os.environ, **self.env} if self.env else None
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [*CLI, *self.args], stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                [*self.prefix, *CLI, *self.args], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, env=env,
             )
         return self
 

@@ -1,17 +1,28 @@
-"""Faults under continuous produce, on clusters of their own: a broker restart of the destination
-or of the source while the mirror runs. The mirror must ride through it by itself (no exit, no
-operator), lose nothing and keep order; duplicates are counted (bound: the batches cut short).
-The figures go to docs/reliability.md.
+"""The fault-injection suite, on clusters of its own and under continuous produce: broker
+restarts (destination, source), repeated ``kill -9`` of the mirror at random points, network cuts
+between the mirror and each cluster (the mirror in a network namespace of its own), and a
+destination that runs out of disk. The mirror must ride through each by itself (no exit, no
+operator, except the broker restart an operator does after freeing disk), lose nothing and keep
+order; duplicates are counted (bound: the batches cut short). The figures go to
+docs/reliability.md.
+
+The CI form is short; ``KAFKA_MIRROR_FAULTS_FULL=1`` runs the full one (10 kills, 60 s cuts).
+``KAFKA_MIRROR_FAULTS`` picks the broker restarts (default ``destination,source``).
 """
 
 from __future__ import annotations
 
 import os
+import random
+import shutil
+import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import netns
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from mirror_process import (
@@ -27,9 +38,13 @@ from kafka_mirror.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
+FULL = os.environ.get("KAFKA_MIRROR_FAULTS_FULL", "") not in ("", "0")
 TOTAL = 12_000
 PARTITIONS = 3
 OUTAGE_SECONDS = 15.0
+KILLS = 10 if FULL else 3
+CUT_SECONDS = 60.0 if FULL else 20.0
+BATCH = 1000
 
 
 @pytest.fixture(scope="module")
@@ -42,30 +57,78 @@ def fault_clusters(tmp_path_factory: pytest.TempPathFactory
         yield pair
 
 
-def _producer_thread(cluster: LocalKafkaCluster, topic: str, done: threading.Event
-                     ) -> threading.Thread:
-    def produce() -> None:
-        producer = Producer(cluster.client_config(**{
+def mirror_config(path: Path, source: str, destination: str, topic: str, extra: str = "") -> Path:
+    path.write_text(
+        "clusters = fsrc, fdst\n"
+        f"fsrc.bootstrap.servers = {source}\n"
+        f"fdst.bootstrap.servers = {destination}\n"
+        "fsrc->fdst.enabled = true\n"
+        f"topics = {topic}\n"
+        "replication.factor = 1\n"
+        "offset-syncs.topic.replication.factor = 1\n"
+        "checkpoints.topic.replication.factor = 1\n"
+        "heartbeats.topic.replication.factor = 1\n"
+        "emit.heartbeats.enabled = false\n"
+        "sync.topic.acls.enabled = false\n"
+        "refresh.topics.interval.seconds = 3\n"
+        f"mirror.max.records.per.batch = {BATCH}\n"
+        "mirror.lag.commit.interval.ms = 1000\n"
+        "spark.driver.memory = 768m\nspark.master = local[2]\n" + extra,
+        encoding="utf-8",
+    )
+    return path
+
+
+class ContinuousProducer:
+    """Produces numbered records (keys and values unique) round robin over the partitions, about
+    ``rate`` records/s (values padded with ``value_bytes`` random bytes), until ``total`` are sent
+    or :meth:`stop`; ``sent`` counts acknowledged ones."""
+
+    def __init__(self, cluster: LocalKafkaCluster, topic: str, *, total: int | None = None,
+                 rate: int = 1250, value_bytes: int = 0) -> None:
+        self.cluster, self.topic, self.total = cluster, topic, total
+        self.rate, self.value_bytes = rate, value_bytes
+        self.sent = 0
+        self._stop = threading.Event()
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> ContinuousProducer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        producer = Producer(self.cluster.client_config(**{
             "enable.idempotence": "true", "acks": "all", "message.timeout.ms": "300000"}))
-        for i in range(TOTAL):
-            producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
-                             partition=i % PARTITIONS)
-            if i % 500 == 499:
-                producer.flush(300)
-                time.sleep(0.4)
+        chunk = max(1, self.rate // 4)
+        i = 0
+        while not self._stop.is_set() and (self.total is None or i < self.total):
+            for _ in range(chunk if self.total is None else min(chunk, self.total - i)):
+                # padding is random: compression must not shrink it
+                producer.produce(self.topic, key=f"k{i}".encode(),
+                                 value=f"v{i}:".encode() + os.urandom(self.value_bytes),
+                                 partition=i % PARTITIONS)
+                i += 1
+            producer.flush(300)
+            self.sent = i
+            time.sleep(0.25)
         producer.flush(300)
-        done.set()
+        self.sent = i
+        self.done.set()
 
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    return thread
+    def stop(self, timeout: float = 600) -> int:
+        self._stop.set()
+        self._thread.join(timeout)
+        assert self.done.is_set(), "the producer did not finish"
+        return self.sent
 
 
-class _LagGroup:
+class LagGroup:
     """The mirror's committed positions (its lag group), read with one long-lived admin client
-    (librdkafka admin clients must outlive their requests)."""
+    (librdkafka admin clients must outlive their requests) on a cluster that stays up."""
 
-    def __init__(self, cluster: LocalKafkaCluster, group: str, topic: str) -> None:
+    def __init__(self, cluster: LocalKafkaCluster, topic: str,
+                 group: str = "kafka-mirror.fsrc_to_fdst") -> None:
         self.admin = cluster.admin()
         self.request = ConsumerGroupTopicPartitions(
             group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
@@ -79,7 +142,41 @@ class _LagGroup:
             return -1
 
 
-# KAFKA_MIRROR_FAULTS picks the faults (default: both broker restarts)
+def compare(source: LocalKafkaCluster, topic: str, destination: LocalKafkaCluster,
+            expected: int) -> int:
+    """Nothing lost and source order kept on the target (once replayed duplicates are set
+    aside), partition by partition; returns the number of duplicates."""
+    src = read_partitions(source, topic)
+    dst = read_partitions(destination, f"fsrc.{topic}")
+    assert sum(len(r) for r in src.values()) == expected
+    duplicates = 0
+    for partition, records in src.items():
+        assert first_occurrences(dst[partition]) == records, f"partition {partition}"
+        duplicates += len(dst[partition]) - len(records)
+    return duplicates
+
+
+def wait_caught_up(copied: Callable[[], int], expected: int, mirror: MirrorProcess,
+                   timeout: float = 300) -> float:
+    """Seconds until the mirror's positions reach ``expected``."""
+    began = time.monotonic()
+    wait_for(lambda: copied() >= expected, timeout, f"all {expected} records mirrored", mirror)
+    return time.monotonic() - began
+
+
+def finish(mirror: MirrorProcess, writer: ContinuousProducer, copied: Callable[[], int]
+           ) -> tuple[int, float]:
+    """Once the fault is over: the producer ends, the mirror catches up by itself and stops
+    cleanly on SIGTERM. Returns the records produced and the seconds it took to catch up."""
+    back = time.monotonic()
+    total = writer.stop()
+    wait_caught_up(copied, total, mirror)
+    resumed = time.monotonic() - back
+    code, _ = mirror.terminate()
+    assert code == 0, mirror.output()[-3000:]
+    return total, resumed
+
+
 FAULTS = os.environ.get("KAFKA_MIRROR_FAULTS", "destination,source").split(",")
 
 
@@ -91,27 +188,9 @@ def test_broker_restart_mid_stream_loses_nothing(
     source, destination = fault_clusters
     topic = f"faults-{restarted}"
     source.create_topic(topic, PARTITIONS)
-    config = tmp_path / "mm2.properties"
-    config.write_text(
-        "clusters = fsrc, fdst\n"
-        f"fsrc.bootstrap.servers = {source.bootstrap}\n"
-        f"fdst.bootstrap.servers = {destination.bootstrap}\n"
-        "fsrc->fdst.enabled = true\n"
-        f"topics = {topic}\n"
-        "replication.factor = 1\n"
-        "offset-syncs.topic.replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\n"
-        "heartbeats.topic.replication.factor = 1\n"
-        "emit.heartbeats.enabled = false\n"
-        "sync.topic.acls.enabled = false\n"
-        "refresh.topics.interval.seconds = 3\n"
-        "mirror.max.records.per.batch = 1000\n"
-        "mirror.lag.commit.interval.ms = 1000\n"
-        "spark.driver.memory = 768m\nspark.master = local[2]\n",
-        encoding="utf-8",
-    )
-    done = threading.Event()
-    writer = _producer_thread(source, topic, done)
+    config = mirror_config(tmp_path / "mm2.properties", source.bootstrap, destination.bootstrap,
+                           topic)
+    writer = ContinuousProducer(source, topic, total=TOTAL).start()
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
                            tmp_path / "mirror.log").start()
     broker = destination if restarted == "destination" else source
@@ -119,39 +198,214 @@ def test_broker_restart_mid_stream_loses_nothing(
     # request is pending on a broker that restarts): the lag group on the source, or the
     # target's end offsets
     if restarted == "destination":
-        lag = _LagGroup(source, "kafka-mirror.fsrc_to_fdst", topic)
-        copied = lag.total
+        copied = LagGroup(source, topic).total
     else:
         def copied() -> int:
             return sum(end_offsets(destination, f"fsrc.{topic}").values())
     try:
-        wait_for(lambda: copied() >= 3000, 240, "mirroring under way",
-                 mirror)
+        wait_for(lambda: copied() >= 3000, 240, "mirroring under way", mirror)
         broker.stop()
         time.sleep(OUTAGE_SECONDS)
         assert mirror.proc is not None and mirror.proc.poll() is None, mirror.output()[-3000:]
         broker.start(90.0)
-        back = time.monotonic()
-        writer.join(600)
-        assert done.is_set()
         try:
-            wait_for(lambda: copied() >= TOTAL, 300,
-                     "everything mirrored after the restart", mirror)
+            _, resumed = finish(mirror, writer, copied)
         except AssertionError as exc:
             ends = end_offsets(destination, f"fsrc.{topic}")
             raise AssertionError(f"target end offsets {ends}, progress "
                                  f"{copied()}: {exc}") from None
-        resumed = time.monotonic() - back
-        code, _ = mirror.terminate()
-        assert code == 0, mirror.output()[-3000:]
     finally:
         mirror.cleanup()
-    src = read_partitions(source, topic)
-    dst = read_partitions(destination, f"fsrc.{topic}")
-    duplicates = 0
-    for partition, records in src.items():
-        assert first_occurrences(dst[partition]) == records, f"partition {partition}"
-        duplicates += len(dst[partition]) - len(records)
-    assert sum(len(r) for r in src.values()) == TOTAL
+    duplicates = compare(source, topic, destination, TOTAL)
     print(f"{restarted} broker restart ({OUTAGE_SECONDS:.0f} s down): 0 lost, order kept, "
           f"{duplicates} duplicates, caught up {resumed:.0f} s after the broker was back")
+
+
+def test_repeated_kill_9_at_random_points_loses_nothing(
+    fault_clusters: tuple[LocalKafkaCluster, LocalKafkaCluster], tmp_path: Path,
+) -> None:
+    """``kill -9`` of the mirror (and its Spark JVM) KILLS times, each at a random moment after
+    its start (before the first batch, mid-batch or between batches), under continuous
+    produce; every restart resumes from the last committed batch."""
+    source, destination = fault_clusters
+    topic = "faults-kill9"
+    source.create_topic(topic, PARTITIONS)
+    config = mirror_config(tmp_path / "mm2.properties", source.bootstrap, destination.bootstrap,
+                           topic)
+    args = ["run", str(config), "--state-dir", str(tmp_path / "state")]
+    seed = int(os.environ.get("KAFKA_MIRROR_FAULTS_SEED", time.time_ns() % 1_000_000))
+    pick = random.Random(seed)
+    writer = ContinuousProducer(source, topic, rate=500).start()
+    copied = LagGroup(source, topic).total
+    moments = []
+    try:
+        for kill in range(KILLS):
+            mirror = MirrorProcess(args, tmp_path / f"mirror-{kill}.log").start()
+            try:
+                # a random moment once this incarnation has committed a batch: mid-batch,
+                # between batches or while restarting queries (every third kill comes
+                # earlier, while Spark starts)
+                began = time.monotonic()
+                if kill % 3 == 2:
+                    time.sleep(pick.uniform(2.0, 10.0))
+                else:
+                    before = copied()
+                    wait_for(lambda b=before: copied() > b, 240, "a committed batch", mirror)
+                    time.sleep(pick.uniform(0.0, 6.0))
+                moment = time.monotonic() - began
+                assert mirror.proc is not None and mirror.proc.poll() is None, \
+                    mirror.output()[-3000:]
+                mirror.kill_hard()
+                moments.append(f"{moment:.0f}s/{max(0, copied())}")
+            finally:
+                mirror.cleanup()
+        total = writer.stop()
+        last = MirrorProcess(args, tmp_path / "mirror-last.log").start()
+        try:
+            resumed = wait_caught_up(copied, total, last)
+            code, _ = last.terminate()
+            assert code == 0, last.output()[-3000:]
+        finally:
+            last.cleanup()
+    finally:
+        writer.stop()
+    duplicates = compare(source, topic, destination, total)
+    assert duplicates <= KILLS * BATCH, f"{duplicates} duplicates after {KILLS} kills"
+    print(f"{KILLS} x kill -9 (seed {seed}; seconds after start / records mirrored at each: "
+          f"{', '.join(moments)}), {total} records: 0 lost, order kept, {duplicates} "
+          f"duplicates, the last restart caught up in {resumed:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def mirror_namespace() -> Iterator[netns.MirrorNamespace]:
+    why_not = netns.available()
+    if why_not:
+        pytest.skip(why_not)
+    with netns.MirrorNamespace(links=2) as namespace:
+        yield namespace
+
+
+@pytest.fixture(scope="module")
+def cut_clusters(mirror_namespace: netns.MirrorNamespace,
+                 tmp_path_factory: pytest.TempPathFactory,
+                 ) -> Iterator[tuple[LocalKafkaCluster, LocalKafkaCluster]]:
+    """Two clusters with a listener on their link to the mirror's namespace (link 0: source,
+    link 1: destination); the test itself uses their loopback listeners, never cut."""
+    home = tmp_path_factory.mktemp("cuts")
+    pair = tuple(
+        LocalKafkaCluster(name, home, heap="384m", extra_listeners={"CUT": "PLAINTEXT"},
+                          listener_binds={"CUT": (mirror_namespace.cluster_address(link), 0)})
+        for link, name in enumerate(("csrc", "cdst"))
+    )
+    with running(pair):
+        yield pair[0], pair[1]
+
+
+@pytest.mark.parametrize("side", ["destination", "source"])
+def test_network_cut_mid_stream_loses_nothing(
+    mirror_namespace: netns.MirrorNamespace,
+    cut_clusters: tuple[LocalKafkaCluster, LocalKafkaCluster], side: str, tmp_path: Path,
+) -> None:
+    """Every packet between the mirror and one cluster dropped for CUT_SECONDS (no reset: the
+    mirror's connections just go silent), then the link comes back."""
+    source, destination = cut_clusters
+    topic = f"faults-cut-{side}"
+    source.create_topic(topic, PARTITIONS)
+    config = mirror_config(tmp_path / "mm2.properties", source.bootstrap_for("CUT"),
+                           destination.bootstrap_for("CUT"), topic)
+    writer = ContinuousProducer(source, topic, total=TOTAL + int(CUT_SECONDS * 300),
+                                rate=600).start()
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log", prefix=mirror_namespace.prefix,
+                           env={"SPARK_LOCAL_IP": "127.0.0.1"}).start()
+    copied = LagGroup(source, topic).total
+    link = 1 if side == "destination" else 0
+    try:
+        wait_for(lambda: copied() >= 3000, 240, "mirroring under way", mirror)
+        mirror_namespace.cut(link)
+        cut_at = max(0, copied())
+        try:
+            time.sleep(CUT_SECONDS)
+        finally:
+            mirror_namespace.restore(link)
+        during = max(0, copied()) - cut_at
+        assert mirror.proc is not None and mirror.proc.poll() is None, mirror.output()[-3000:]
+        total, resumed = finish(mirror, writer, copied)
+    finally:
+        mirror.cleanup()
+        writer.stop()
+    duplicates = compare(source, topic, destination, total)
+    print(f"network cut mirror <-> {side} ({CUT_SECONDS:.0f} s, {during} records committed "
+          f"meanwhile), {total} records: 0 lost, order kept, {duplicates} duplicates, caught "
+          f"up {resumed:.0f} s after the link was back")
+
+
+@contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                   check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def test_destination_out_of_disk_then_space_freed(tmp_path: Path) -> None:
+    """The destination's log dir (a small tmpfs) fills up mid-stream; the broker takes the dir
+    offline and stops, as Kafka does. The operator frees space and starts the broker again:
+    the mirror, which never stopped, goes on by itself."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    with tmpfs(tmp_path / "small-disk", "96m") as disk:
+        source = LocalKafkaCluster("dsrc", tmp_path, heap="384m")
+        destination = LocalKafkaCluster(
+            "ddst", tmp_path, heap="384m",
+            server_overrides={"log.dirs": str(disk / "logs"), "log.segment.bytes": "4194304",
+                              "metadata.log.dir": str(tmp_path / "ddst-metadata")})
+        with running((source, destination)):
+            topic = "faults-disk"
+            source.create_topic(topic, PARTITIONS)
+            config = mirror_config(tmp_path / "mm2.properties", source.bootstrap,
+                                   destination.bootstrap, topic)
+            ballast = disk / "ballast"
+            writer = ContinuousProducer(source, topic, total=40_000, rate=2000,
+                                        value_bytes=1024).start()
+            mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                                   tmp_path / "mirror.log").start()
+            copied = LagGroup(source, topic).total
+            try:
+                wait_for(lambda: copied() >= 2000, 240, "mirroring under way", mirror)
+                free = shutil.disk_usage(disk).free
+                with ballast.open("wb") as out:  # leave about 8 MiB
+                    out.write(b"\0" * max(0, free - 8 * 1024 * 1024))
+                stalled = _wait_stalled(copied, destination, mirror)
+                ballast.unlink()
+                destination.stop()
+                destination.start(90.0)
+                total, resumed = finish(mirror, writer, copied)
+            finally:
+                mirror.cleanup()
+                writer.stop()
+            duplicates = compare(source, topic, destination, total)
+    print(f"destination out of disk ({stalled}), {total} records of 1 KiB: 0 lost, order kept, "
+          f"{duplicates} duplicates, caught up {resumed:.0f} s after the broker was back")
+
+
+def _wait_stalled(copied: Callable[[], int], destination: LocalKafkaCluster,
+                  mirror: MirrorProcess) -> str:
+    """Until the destination broker gave up (it stops when its only log dir fails) or the
+    mirror's progress stood still for 20 s; says which."""
+    last, since = copied(), time.monotonic()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        assert mirror.proc is not None and mirror.proc.poll() is None, mirror.output()[-3000:]
+        if not destination.alive():
+            return "the broker stopped when its log dir failed"
+        now = copied()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > 20:
+            return f"the mirror stalled at {now} records"
+        time.sleep(1.0)
+    raise AssertionError("the destination never ran out of disk")

@@ -274,9 +274,12 @@ def mm2_from_properties(raw: Mapping[str, str], origin: str) -> MirrorConfig:
             )
         )
     if not flows:
+        # a flow key naming a cluster outside `clusters` (a typo) may be why: say which
+        ignored = [n.split(": ", 1)[1] for n in alias_notices if "not in clusters=" in n]
         raise ConfigError(
             "no replication flow is enabled; add e.g. "
-            f"{aliases[0]}->{aliases[-1] if len(aliases) > 1 else 'B'}.enabled=true",
+            f"{aliases[0]}->{aliases[-1] if len(aliases) > 1 else 'B'}.enabled=true"
+            + (f" ({'; '.join(ignored)})" if ignored else ""),
             source=origin,
         )
     refuse_identity_loops(flows, origin)

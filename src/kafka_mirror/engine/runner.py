@@ -21,10 +21,22 @@ from kafka_mirror.engine.batch_writer import (
     run_write_hooks,
 )
 from kafka_mirror.engine.batches import BatchHook, event_from_progress, observed, run_hooks
+from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
 from kafka_mirror.engine.flow_query import OBSERVATION, start_query
 from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
-from kafka_mirror.engine.positions import FlowState, Positions, starting_offsets
-from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
+from kafka_mirror.engine.positions import (
+    FlowState,
+    Positions,
+    batch_end_positions,
+    batch_start_positions,
+    starting_offsets,
+)
+from kafka_mirror.engine.session import (
+    build_session,
+    connector_jars,
+    spark_conf,
+    wait_for_master,
+)
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.heartbeats import HeartbeatEmitter
 from kafka_mirror.lag import LagCommitter
@@ -51,6 +63,41 @@ PERMANENT_FAILURES = (
 def _first_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[0][:500] if lines else text
+
+
+def _reason(error: str, exception: str) -> str:
+    """``exception`` and its message, from the line of ``error`` (a Java trace) naming it."""
+    for line in error.splitlines():
+        at = line.find(exception)
+        if at >= 0:
+            return line[at:].strip()[:300]
+    return _first_line(error)
+
+
+def refused_batch(flow: FlowSpec, checkpoint: Path) -> str | None:
+    """Which records the batch that failed held (the newest batch Spark planned but did not
+    commit), as source and target partitions with offsets; None when unknown."""
+    planned = sorted(int(p.name) for p in (checkpoint / "offsets").glob("*") if p.name.isdigit())
+    committed = {p.name for p in (checkpoint / "commits").glob("*")}
+    pending = [b for b in planned if str(b) not in committed]
+    if not pending:
+        return None
+    batch = pending[-1]
+    try:
+        start = batch_start_positions(checkpoint, batch) or {}
+        end = batch_end_positions(checkpoint, batch) or {}
+    except (OSError, ValueError):
+        return None
+    moved = [
+        f"{topic}[{partition}] offsets {start.get((topic, partition), offset)}.."
+        f"{offset - 1} -> {flow.target_topic(topic)}[{partition}]"
+        for (topic, partition), offset in sorted(end.items())
+        if offset > start.get((topic, partition), offset)
+    ]
+    if not moved:
+        return None
+    shown = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
+    return f"cluster '{flow.target.alias}' refused batch {batch} ({shown})"
 
 
 class RangeKeeper:
@@ -97,6 +144,10 @@ class FlowRunner:
         self.retry_at = 0.0
         self.failed: str | None = None  # why the flow stopped for good
         self.target_offsets: JvmEndOffsets | None = None
+        # the largest max.message.bytes among the source topics: wanted, and the running
+        # query's (its producer's max.request.size follows it)
+        self.largest_batch = 0
+        self.started_largest_batch = 0
 
     def start_control(self) -> None:
         """Internal topics the flow writes exist before any batch runs."""
@@ -105,8 +156,8 @@ class FlowRunner:
 
     def sync_topics(self) -> dict[str, int]:
         """Bring the target topics in line; return the source partitions to mirror."""
-        plans = self.topics.plan()
-        self.topics.apply(plans)
+        plans = self.topics.sync()
+        self.largest_batch = max((p.source_max_message_bytes or 0 for p in plans), default=0)
         self.next_refresh = time.monotonic() + self.flow.refresh_interval_seconds
         return {p.source_topic: p.partitions for p in plans}
 
@@ -115,6 +166,10 @@ class FlowRunner:
         if assignment != self.assignment or (assignment and self.query is None):
             if self.assignment:
                 log.info("flow %s: topics or partitions changed; restarting", self.flow.name)
+            self._restart(spark, assignment)
+        elif self.query is not None and self.largest_batch > self.started_largest_batch:
+            log.info("flow %s: a source topic now accepts records up to %d bytes; restarting "
+                     "with a producer that sends them", self.flow.name, self.largest_batch)
             self._restart(spark, assignment)
 
     def takeover_positions(self) -> Positions | None:
@@ -149,14 +204,18 @@ class FlowRunner:
         known = self.state.last_positions()
         if known is None:
             known = self.takeover_positions()
+        if known and not self._check_data_loss(known, assignment):
+            return
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
         checkpoint = self.state.new_generation()
         self.state.prune(keep=checkpoint)
         if self.target_offsets is None:
             self.target_offsets = JvmEndOffsets(spark, admin_properties(self.flow.target))
         writer = BatchWriter(
-            self.flow, checkpoint, spark_sink_options(self.flow), self.target_offsets
+            self.flow, checkpoint, spark_sink_options(self.flow, self.largest_batch),
+            self.target_offsets,
         )
+        self.started_largest_batch = self.largest_batch
         self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer)
         self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
         self.writers[str(self.query.runId)] = writer
@@ -167,6 +226,46 @@ class FlowRunner:
             sum(assignment.values()),
             checkpoint,
         )
+
+    def check_resume(self, assignment: dict[str, int]) -> None:
+        """Before Spark starts: records deleted since the last run stop the flow at once (with
+        ``mirror.fail.on.data.loss=true``; otherwise the start of the query reports them)."""
+        known = self.state.last_positions()
+        if known and self.flow.fail_on_data_loss:
+            self._check_data_loss(known, assignment)
+
+    def _check_data_loss(self, known: Positions, assignment: dict[str, int]) -> bool:
+        """False when records the flow has not mirrored yet were deleted on the source and
+        ``mirror.fail.on.data.loss`` holds: the flow then stops for good, naming them. Otherwise
+        they are reported and skipped (Spark starts each partition at its log start)."""
+        resume = {
+            (topic, partition): offset for (topic, partition), offset in known.items()
+            if partition < assignment.get(topic, 0)
+        }
+        try:
+            log_starts = self.source.log_start_offsets(sorted(resume))
+        except Exception as exc:  # Spark's own check still applies
+            log.warning("flow %s: cannot check for records deleted before they were mirrored: "
+                        "%s", self.flow.name, _first_line(str(exc)))
+            return True
+        gaps = deleted_ranges(resume, log_starts)
+        if not gaps:
+            return True
+        if self.flow.fail_on_data_loss:
+            self.failed = (
+                f"records were deleted on cluster '{self.flow.source.alias}' (retention or "
+                f"deleted records) before they were mirrored: {describe_all(gaps)}; "
+                "mirror.fail.on.data.loss=true stops the flow (set it to false to skip them)"
+            )
+            self.assignment = {}
+            log.error("flow %s stopped for good: %s", self.flow.name, self.failed)
+            return False
+        log.warning(
+            "flow %s: skipping records deleted on cluster '%s' before they were mirrored "
+            "(mirror.fail.on.data.loss=false): %s",
+            self.flow.name, self.flow.source.alias, describe_all(gaps),
+        )
+        return True
 
     def save_ranges(self) -> None:
         self.ranges.save(self.ranges_path)
@@ -182,13 +281,19 @@ class FlowRunner:
         try:
             if self.query is not None and not self.query.isActive:
                 error = str(self.query.exception() or "query terminated")
+                writer = self._current_writer()
                 self.query = None
                 self.assignment = {}
                 permanent = next((p for p in PERMANENT_FAILURES if p in error), None)
                 if permanent is not None:
-                    self.failed = error
+                    refused = refused_batch(self.flow, writer.checkpoint) if writer else None
+                    reason = _reason(error, permanent)
+                    # the first line: the refused records and the target's reason; Spark's
+                    # whole text follows
+                    self.failed = f"{refused}: {reason}\n{error}" if refused else \
+                        f"{reason}\n{error}"
                     log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
-                              _first_line(error))
+                              _first_line(self.failed))
                     return
                 raise MirrorError(f"query failed: {_first_line(error)}")
             wanted = self.flow.refresh_topics or self.query is None
@@ -232,6 +337,13 @@ class FlowRunner:
                 break
             time.sleep(0.05)
         query.stop()
+
+
+def _stopped_for_good(runners: Mapping[str, FlowRunner]) -> MirrorError:
+    return MirrorError(
+        "every flow stopped for good: "
+        + "; ".join(f"{r.flow.name}: {_first_line(r.failed or '')}" for r in runners.values())
+    )
 
 
 class _Listener:
@@ -348,6 +460,11 @@ class Mirror:
         for flow in self.config.flows:
             for warning in durability_warnings(flow):
                 log.warning("%s", warning)
+        conf = spark_conf(
+            self.config.spark_conf, self.cli_spark_conf, connector_jars(self.jars_dir)
+        )
+        # an unreachable Spark master fails before any cluster is touched
+        wait_for_master(conf, self.connect_timeout)
         admins = self.connect()
         runners = {
             flow.path_name: FlowRunner(flow, self.state_dir, admins, self.config.raw)
@@ -357,12 +474,18 @@ class Mirror:
         # topic sync: problems surface before Spark starts
         tasks, checkpointers, emitters = self.control_plane(runners, admins)
         initial = {name: runner.sync_topics() for name, runner in runners.items()}
+        for name, runner in runners.items():
+            runner.check_resume(initial[name])
+        if all(runner.failed is not None for runner in runners.values()):
+            raise _stopped_for_good(runners)
         for task in tasks:
             task.start()
-        conf = spark_conf(
-            self.config.spark_conf, self.cli_spark_conf, connector_jars(self.jars_dir)
-        )
-        spark = build_session(conf)
+        try:
+            spark = build_session(conf)
+        except Exception:
+            for task in tasks:
+                task.stop()
+            raise
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0).start()
         spark.streams.addListener(
@@ -370,16 +493,13 @@ class Mirror:
         )
         try:
             for name, runner in runners.items():
-                runner.follow(spark, initial[name])
+                if runner.failed is None:
+                    runner.follow(spark, initial[name])
             while not stop.wait(1.0):
                 for runner in runners.values():
                     runner.tick(spark)
                 if all(runner.failed is not None for runner in runners.values()):
-                    raise MirrorError(
-                        "every flow stopped for good: "
-                        + "; ".join(f"{r.flow.name}: {_first_line(r.failed or '')}"
-                                    for r in runners.values())
-                    )
+                    raise _stopped_for_good(runners)
         finally:
             log.info("stopping")
             for runner in runners.values():  # all flows finish their batch at once

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kafka_mirror import jvm_artifacts
+from kafka_mirror.errors import MirrorError
 
 DEFAULT_SPARK_CONF = {
     "spark.app.name": "kafka-mirror",
@@ -46,8 +49,51 @@ def spark_conf(
     return conf
 
 
+class SparkUnavailable(MirrorError):
+    """The Spark master does not answer, or the session could not start."""
+
+
+def _master_addresses(master: str) -> list[tuple[str, int]]:
+    """``spark://h1:p1,h2:p2`` (standalone, with standby masters) as (host, port) pairs."""
+    out = []
+    for part in master[len("spark://"):].split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise SparkUnavailable(f"key 'spark.master': value '{master}': expected "
+                                   "spark://HOST:PORT[,HOST:PORT...]")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def wait_for_master(conf: Mapping[str, str], timeout: float) -> None:
+    """A standalone master (``spark://``) must accept connections within ``timeout`` seconds;
+    otherwise Spark itself retries for a minute, then fails deep inside the session. Other
+    masters (local, yarn, k8s) are left to Spark."""
+    master = conf.get("spark.master", "")
+    if not master.startswith("spark://"):
+        return
+    addresses = _master_addresses(master)
+    deadline = time.monotonic() + timeout
+    reasons: dict[str, str] = {}
+    while True:
+        for host, port in addresses:
+            try:
+                with socket.create_connection((host, port), timeout=max(1.0, min(5.0, timeout))):
+                    return
+            except OSError as exc:
+                reasons[f"{host}:{port}"] = exc.strerror or str(exc) or type(exc).__name__
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(1.0)
+    raise SparkUnavailable(
+        f"Spark master {master} (spark.master) not reachable after {timeout:.0f}s: "
+        + "; ".join(f"{address}: {reason}" for address, reason in reasons.items())
+    )
+
+
 def build_session(conf: Mapping[str, str]) -> Any:
-    """Start (or join) the SparkSession; driver options apply because the JVM starts here."""
+    """Start (or join) the SparkSession; driver options apply because the JVM starts here.
+    A session that cannot start is a :class:`SparkUnavailable` naming the master."""
     from pyspark.sql import SparkSession
 
     if conf.get("spark.master", "").startswith("local"):
@@ -55,6 +101,13 @@ def build_session(conf: Mapping[str, str]) -> Any:
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        reason = " ".join(lines[:2])[:400] if lines else type(exc).__name__
+        raise SparkUnavailable(
+            f"Spark session with master {conf.get('spark.master')} did not start: {reason}"
+        ) from None
     session.sparkContext.setLogLevel(os.environ.get("KAFKA_MIRROR_SPARK_LOG_LEVEL", "WARN"))
     return session

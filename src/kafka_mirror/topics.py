@@ -304,9 +304,12 @@ class TopicSync:
                 log.info("%s: synced configs of topic %s", self.flow.name, resource.name)
             except Exception as exc:
                 failed[resource.name] = str(exc)
-                log.warning(
-                    "%s: could not sync configs of %s: %s", self.flow.name, resource.name, exc
-                )
+                # retried at every refresh; warned about once per topic and reason
+                problem = f"configs of {resource.name}: {exc}"
+                level = logging.DEBUG if problem in self._reported else logging.WARNING
+                self._reported.add(problem)
+                log.log(level, "%s: could not sync configs of %s: %s", self.flow.name,
+                        resource.name, exc)
         return failed
 
     def _await_configs(self, plans: list[TopicPlan]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror import jvm_artifacts
-from kafka_mirror.errors import MirrorError
+from kafka_mirror.errors import ConfigError, MirrorError
 
 DEFAULT_SPARK_CONF = {
     "spark.app.name": "kafka-mirror",
@@ -59,8 +59,8 @@ def _master_addresses(master: str) -> list[tuple[str, int]]:
     for part in master[len("spark://"):].split(","):
         host, _, port = part.strip().rpartition(":")
         if not host or not port.isdigit():
-            raise SparkUnavailable(f"key 'spark.master': value '{master}': expected "
-                                   "spark://HOST:PORT[,HOST:PORT...]")
+            raise ConfigError("expected spark://HOST:PORT[,HOST:PORT...]",
+                              key="spark.master", value=master)
         out.append((host.strip("[]"), int(port)))
     return out
 

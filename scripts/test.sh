@@ -13,8 +13,24 @@ scripts/build-gssapi-client.sh --install .venv
 .venv/bin/ruff check src tests/engine $([ -d bench ] && echo bench)
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
-# the Kerberos tests must run here, not skip (the GSSAPI client was installed above)
-KAFKA_MIRROR_REQUIRE_GSSAPI=1 .venv/bin/python -m pytest "$@"
+# the Kerberos tests must run here, not skip (the GSSAPI client was installed above). Should
+# the test process itself crash (a native library), its core's backtrace is printed.
+rm -f core core.[0-9]*
+rc=0
+(ulimit -c unlimited 2>/dev/null || true
+ KAFKA_MIRROR_REQUIRE_GSSAPI=1 exec .venv/bin/python -m pytest "$@") || rc=$?
+if [ "$rc" -ge 128 ]; then
+  for core in core core.[0-9]*; do
+    [ -f "$core" ] || continue
+    if command -v gdb >/dev/null; then
+      gdb -q -batch -iex "set auto-load safe-path /" -ex "info threads" \
+        -ex "thread apply all bt 25" -ex "thread apply all py-bt" .venv/bin/python "$core" 2>&1 \
+        | grep -v "^\[New LWP" | head -400 || true
+    fi
+    rm -f "$core"
+  done
+fi
+[ "$rc" -eq 0 ] || exit "$rc"
 [ "${KAFKA_MIRROR_TESTS:-all}" = engine ] && exit 0
 scripts/ansible-checks.sh lint sanity importer units modules
 if [ "$(id -u)" -eq 0 ]; then

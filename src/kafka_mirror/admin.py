@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import (
-    ConsumerGroupState,
-    ConsumerGroupTopicPartitions,
+    Consumer,
     KafkaError,
     KafkaException,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -99,6 +102,15 @@ class ClusterAdmin:
             if topic.error is None
         }
 
+    def partitions(self, wanted: Callable[[str], bool]) -> list[tuple[str, int]]:
+        """Every partition of the topics ``wanted`` selects."""
+        return [
+            (topic, partition)
+            for topic, count in sorted(self.topic_partitions().items())
+            if wanted(topic)
+            for partition in range(count)
+        ]
+
     def log_start_offsets(
         self, partitions: list[tuple[str, int]], timeout: float = 30.0
     ) -> dict[tuple[str, int], int]:
@@ -111,6 +123,23 @@ class ClusterAdmin:
             (tp.topic, tp.partition): int(future.result(timeout=timeout).offset)
             for tp, future in futures.items()
         }
+
+    def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str]:
+        """The topic ID of each topic that exists (a topic deleted and created again under the
+        same name gets a new one)."""
+        if not topics:
+            return {}
+        futures = self.client.describe_topics(TopicCollection(topics), request_timeout=timeout)
+        ids = {}
+        for topic, future in futures.items():
+            try:
+                ids[topic] = str(future.result(timeout=timeout).topic_id)
+            except KafkaException as exc:
+                if exc.args and getattr(exc.args[0], "code", lambda: None)() == \
+                        KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue  # deleted meanwhile
+                raise
+        return ids
 
     # ---------------------------------------------------------------- internal topics
     def ensure_compacted_topic(self, topic: str, replication_factor: int = -1) -> bool:
@@ -142,37 +171,53 @@ class ClusterAdmin:
         result = self.client.list_consumer_groups(request_timeout=timeout).result()
         return sorted(g.group_id for g in result.valid)
 
+    # Group offsets are read and committed the way consumers do it, through a client in the
+    # group that never joins it: librdkafka's admin calls for them crash the process when the
+    # group coordinator moves or is still loading (librdkafka issue 5040: NOT_COORDINATOR in
+    # ListConsumerGroupOffsets), which happens at every broker restart.
+    def _group_client(self, group: str) -> Consumer:
+        conf = dict(self.conf)
+        conf.update({"group.id": group, "enable.auto.commit": False,
+                     "enable.auto.offset.store": False})
+        return Consumer(conf)
+
     def committed_offsets(
-        self, group: str, timeout: float = 30.0
+        self, group: str, partitions: Iterable[tuple[str, int]], timeout: float = 30.0
     ) -> dict[tuple[str, int], tuple[int, str]]:
-        """The group's committed (offset, metadata) per partition; absent groups give {}."""
-        futures = self.client.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=timeout
-        )
-        result = futures[group].result()
+        """The group's committed (offset, metadata) for each of ``partitions`` that has one."""
+        wanted = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
+        if not wanted:
+            return {}
+        consumer = self._group_client(group)
+        try:
+            result = consumer.committed(wanted, timeout=timeout)
+        finally:
+            consumer.close()
         return {
             (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
-            for tp in result.topic_partitions or []
+            for tp in result
             if tp.offset is not None and tp.offset >= 0 and tp.error is None
         }
 
     def group_state(self, group: str, timeout: float = 30.0) -> tuple[str, int]:
         """(state, number of members); ``("ABSENT", 0)`` for a group the cluster does not know
-        (brokers report unknown groups as DEAD)."""
-        futures = self.client.describe_consumer_groups([group], request_timeout=timeout)
-        try:
-            description = futures[group].result()
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+        (brokers report unknown groups as DEAD). Read with the classic ListGroups and
+        DescribeGroups requests (any protocol type; not librdkafka's coordinator-based admin
+        call, which aborts the process when a broker restarts mid-request)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            described = self.client.list_groups(group, timeout=timeout)
+        for meta in described:
+            if meta.id != group:
+                continue
+            if meta.error is not None:
+                raise KafkaException(meta.error)
+            members = len(meta.members or [])
+            state = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", meta.state or "").upper()
+            if state in ("DEAD", "") and not members:
                 return "ABSENT", 0
-            raise
-        state = description.state
-        if state in (ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN) and not (
-            description.members
-        ):
-            return "ABSENT", 0
-        return str(getattr(state, "name", state)), len(description.members or [])
+            return state, members
+        return "ABSENT", 0
 
     def commit_group_offsets(
         self, group: str, offsets: dict[tuple[str, int], tuple[int, str]], timeout: float = 30.0
@@ -182,7 +227,11 @@ class ClusterAdmin:
             TopicPartition(topic, partition, offset, metadata or "")
             for (topic, partition), (offset, metadata) in sorted(offsets.items())
         ]
-        futures = self.client.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=timeout
-        )
-        futures[group].result()
+        consumer = self._group_client(group)
+        try:
+            result = consumer.commit(offsets=partitions, asynchronous=False) or []
+        finally:
+            consumer.close()
+        failed = [tp for tp in result if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)

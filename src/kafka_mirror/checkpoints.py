@@ -103,8 +103,9 @@ class GroupCheckpointer:
     def emit(self) -> int:
         """One checkpoint round; returns the number of checkpoints written."""
         pending = []
+        mirrored = self.source.partitions(self.flow.should_mirror) if self._groups else []
         for group in self._groups:
-            committed = self.source.committed_offsets(group)
+            committed = self.source.committed_offsets(group, mirrored)
             for checkpoint in group_checkpoints(
                 self.flow, group, committed, self.ranges.translate
             ):
@@ -151,7 +152,9 @@ class GroupCheckpointer:
                     self._active_logged.add(group)
                 continue
             self._active_logged.discard(group)
-            current = self.target.committed_offsets(group) if state == "EMPTY" else {}
+            current = self.target.committed_offsets(
+                group, [(c.topic, c.partition) for c in checkpoints]
+            ) if state == "EMPTY" else {}
             wanted = {
                 (c.topic, c.partition): (c.offset, c.metadata)
                 for c in checkpoints

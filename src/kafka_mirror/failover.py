@@ -123,7 +123,7 @@ def failover(config: MirrorConfig, group: str, to_cluster: str | None = None,
                 f"group '{group}' is active on cluster '{alias}' ({state}, {members} members): "
                 "stop its consumers there before failing it over"
             )
-        current = admin.committed_offsets(group)
+        current = admin.committed_offsets(group, offsets)
         wanted = {
             tp: (c.offset, c.metadata) for tp, c in offsets.items()
             if tp not in current or current[tp][0] < c.offset

@@ -37,7 +37,6 @@ import json
 import logging
 import time
 import uuid
-import warnings
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
@@ -358,29 +357,7 @@ _COORDINATOR_BUSY = frozenset(
 
 
 def _group_members_once(admin: ClusterAdmin, group: str, timeout: float) -> int:
-    future = admin.client.describe_consumer_groups([group], request_timeout=timeout)[group]
-    try:
-        return len(future.result(timeout=timeout).members or [])
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
-            return 0
-        if not (isinstance(error, KafkaError) and error.code() == KafkaError._INVALID_ARG):
-            raise
-    # librdkafka describes only groups of protocol type "consumer"; a Connect worker group
-    # ("connect") gives _INVALID_ARG "is not a consumer group". The classic DescribeGroups
-    # request behind the (deprecated) list_groups describes any protocol type.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        described = admin.client.list_groups(group, timeout=timeout)
-    members = 0
-    for meta in described:
-        if meta.id != group:
-            continue
-        if meta.error is not None:
-            raise KafkaException(meta.error)
-        members += len(meta.members or [])
-    return members
+    return admin.group_state(group, timeout)[1]
 
 
 def _active_members(admin: ClusterAdmin, group: str, deadline: float) -> int:

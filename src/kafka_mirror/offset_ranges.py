@@ -114,6 +114,13 @@ class OffsetRanges:
             self.partitions.setdefault((topic, partition), PartitionRanges()).add(copied)
             self.dirty = True
 
+    def drop_topic(self, topic: str) -> None:
+        """Forget a topic's ranges (its offsets now belong to another topic of that name)."""
+        with self._lock:
+            for key in [k for k in self.partitions if k[0] == topic]:
+                del self.partitions[key]
+                self.dirty = True
+
     def translate(self, topic: str, partition: int, offset: int) -> int | None:
         with self._lock:
             ranges = self.partitions.get((topic, partition))

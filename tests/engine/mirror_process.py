@@ -97,6 +97,22 @@ def end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+def committed_offsets(cluster: LocalKafkaCluster, group: str,
+                      partitions: Iterable[tuple[str, int]], timeout: float = 15) -> dict[
+                          tuple[str, int], int]:
+    """The group's committed offsets (-1 where none), read by a client in the group that never
+    joins it (librdkafka's admin call for this crashes the process when the coordinator is
+    still loading: librdkafka issue 5040)."""
+    consumer = Consumer(cluster.client_config(**{"group.id": group,
+                                                 "enable.auto.commit": "false"}))
+    try:
+        result = consumer.committed([TopicPartition(t, p) for t, p in partitions],
+                                    timeout=timeout)
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else -1 for tp in result}
+
+
 def wait_for(condition: Any, timeout: float, what: str, proc: MirrorProcess | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

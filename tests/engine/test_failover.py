@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from mirror_client_probe import probe
-from mirror_process import CLI, MirrorProcess, end_offsets, wait_for
+from mirror_process import CLI, MirrorProcess, committed_offsets, end_offsets, wait_for
 
 from kafka_mirror.localcluster import LocalKafkaCluster
 from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
@@ -219,18 +219,15 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
                      prefix, f"app-{tag}, busy-{tag}")
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
                            tmp_path / "mirror.log").start()
-    target_admin = destination_cluster.admin()
+    target_partitions = [(f"{src}.{plain}", p) for p in range(4)]
+    target_partitions += [(f"{src}.{txn}", p) for p in range(2)] + [(f"{src}.{compact}", 0)]
 
     def group_synced() -> bool:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        (future,) = target_admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)]).values()
         try:
-            parts = future.result().topic_partitions or []
+            offsets = committed_offsets(destination_cluster, group, target_partitions)
         except Exception:
             return False
-        return len([tp for tp in parts if tp.offset >= 0]) == 7
+        return len([o for o in offsets.values() if o >= 0]) == 7
 
     try:
         wait_for(lambda: sum(end_offsets(destination_cluster, f"{src}.{plain}").values())

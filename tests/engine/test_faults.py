@@ -24,9 +24,10 @@ from pathlib import Path
 
 import netns
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Producer
 from mirror_process import (
     MirrorProcess,
+    committed_offsets,
     end_offsets,
     first_occurrences,
     read_partitions,
@@ -124,20 +125,17 @@ class ContinuousProducer:
 
 
 class LagGroup:
-    """The mirror's committed positions (its lag group), read with one long-lived admin client
-    (librdkafka admin clients must outlive their requests) on a cluster that stays up."""
+    """The mirror's committed positions (its lag group), read on a cluster that stays up."""
 
     def __init__(self, cluster: LocalKafkaCluster, topic: str,
                  group: str = "kafka-mirror.fsrc_to_fdst") -> None:
-        self.admin = cluster.admin()
-        self.request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+        self.cluster, self.group = cluster, group
+        self.partitions = [(topic, p) for p in range(PARTITIONS)]
 
     def total(self) -> int:
         try:
-            (future,) = self.admin.list_consumer_group_offsets(
-                [self.request], request_timeout=10).values()
-            return sum(max(0, tp.offset) for tp in future.result(timeout=15).topic_partitions)
+            positions = committed_offsets(self.cluster, self.group, self.partitions, timeout=10)
+            return sum(max(0, offset) for offset in positions.values())
         except Exception:
             return -1
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 from mirror_process import (
     CLI,
     MirrorProcess,
+    committed_offsets,
     end_offsets,
     first_occurrences,
     mm2_properties,
@@ -186,13 +187,10 @@ def test_kill_9_mid_stream_loses_nothing_and_keeps_order(
         assert done.is_set()
         # the mirror's own positions (its lag group), not the target's end offsets: with
         # replayed duplicates those reach the source's count before the last records arrive
-        admin = source_cluster.admin()
-        request = ConsumerGroupTopicPartitions(
-            "kafka-mirror.source_to_destination", [TopicPartition(topic, p) for p in range(3)])
-
         def caught_up() -> bool:
-            (future,) = admin.list_consumer_group_offsets([request]).values()
-            return all(tp.offset >= total // 3 for tp in future.result().topic_partitions)
+            positions = committed_offsets(source_cluster, "kafka-mirror.source_to_destination",
+                                          [(topic, p) for p in range(3)])
+            return all(offset >= total // 3 for offset in positions.values())
 
         wait_for(caught_up, 240, "everything mirrored after the restart", second)
         code, _ = second.terminate()
@@ -339,14 +337,10 @@ def test_legacy_mm1_flags_mirror_with_partitions_and_names_kept(
                  180, "MM1-style mirror", mirror)
         _same(source_cluster, destination_cluster, topic, topic)
         # the consumer config's group shows the mirror's position to standard lag tools
-        admin = source_cluster.admin()
-        request = ConsumerGroupTopicPartitions(
-            f"mm1-{unique_topic}", [TopicPartition(topic, p) for p in range(3)]
-        )
-
         def committed() -> bool:
-            (future,) = admin.list_consumer_group_offsets([request]).values()
-            return all(tp.offset == 100 for tp in future.result().topic_partitions)
+            positions = committed_offsets(source_cluster, f"mm1-{unique_topic}",
+                                          [(topic, p) for p in range(3)])
+            return all(offset == 100 for offset in positions.values())
 
         wait_for(committed, 60, "positions committed to the MM1 group", mirror)
         code, _ = mirror.terminate()

@@ -5,7 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kafka_mirror.engine.positions import FlowState, committed_positions, starting_offsets
+from kafka_mirror.engine.positions import (
+    FlowState,
+    committed_positions,
+    recreated_topics,
+    starting_offsets,
+)
 
 
 def _batch(checkpoint: Path, batch: int, offsets: dict[str, dict[str, int]], commit: bool) -> None:
@@ -37,6 +42,30 @@ def test_generations_seed_from_newest_committed(tmp_path: Path) -> None:
     assert first.exists() and not second.exists() and third.exists()
     _batch(third, 0, {"t": {"0": 8}}, commit=True)
     assert state.last_positions() == {("t", 0): 8}
+
+
+def test_topic_ids_kept_per_generation_until_a_new_one_commits(tmp_path: Path) -> None:
+    """A generation records the topic IDs it mirrors; the IDs that go with the resumed
+    positions are those of the generation that committed them, so a crash before the new
+    topic's first commit still sees the old ID (and never applies old positions to the new
+    topic)."""
+    state = FlowState(tmp_path / "flow")
+    first = state.new_generation({"t": "id-1", "u": "id-u"})
+    _batch(first, 0, {"t": {"0": 40}, "u": {"0": 2}}, commit=True)
+    state.new_generation({"t": "id-2", "u": "id-u"})  # t re-created; crashed before a commit
+    positions, ids = state.last_committed() or ({}, {})
+    assert positions == {("t", 0): 40, ("u", 0): 2} and ids == {"t": "id-1", "u": "id-u"}
+    assert recreated_topics(ids, {"t": "id-2", "u": "id-u"}) == {"t": ("id-1", "id-2")}
+    third = state.new_generation({"t": "id-2", "u": "id-u"})
+    _batch(third, 0, {"t": {"0": 5}, "u": {"0": 3}}, commit=True)
+    assert state.last_committed() == ({("t", 0): 5, ("u", 0): 3}, {"t": "id-2", "u": "id-u"})
+
+
+def test_recreated_only_when_both_ids_are_known() -> None:
+    assert recreated_topics({"t": "a"}, {"t": "a"}) == {}
+    assert recreated_topics({}, {"t": "b"}) == {}  # a generation from before topic IDs
+    assert recreated_topics({"t": "a"}, {}) == {}  # IDs not readable now
+    assert recreated_topics({"t": "a", "u": "c"}, {"t": "b", "u": "c"}) == {"t": ("a", "b")}
 
 
 def test_starting_offsets_cover_every_partition() -> None:

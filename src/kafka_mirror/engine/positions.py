@@ -3,17 +3,21 @@
 Each (re)start of a flow's query gets a fresh checkpoint directory (a *generation*) seeded with
 the positions of the newest generation that committed a batch. A change of topics or
 partitions therefore never meets Spark's rules about changed sources, and a crash replays at
-most the batch that was in flight.
+most the batch that was in flight. A generation also records the topic ID of each source topic
+it mirrors: positions of a topic deleted and created again under the same name (a new ID) are
+never applied to the new topic.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 Positions = dict[tuple[str, int], int]
 _PREFIX = "gen-"
+_TOPIC_IDS = "topic-ids.json"
 
 
 def _generations(flow_dir: Path) -> list[tuple[int, Path]]:
@@ -80,24 +84,54 @@ def committed_positions(checkpoint: Path) -> Positions | None:
     return batch_end_positions(checkpoint, commits[-1])
 
 
+def topic_ids(checkpoint: Path) -> dict[str, str]:
+    """The source topic IDs a generation mirrored (empty for generations that predate them)."""
+    path = checkpoint / _TOPIC_IDS
+    if not path.is_file():
+        return {}
+    return {str(k): str(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def recreated_topics(
+    known: Mapping[str, str], current: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
+    """Topics whose ID changed (deleted and created again): topic -> (old ID, new ID). A topic
+    whose old or new ID is unknown is not called re-created."""
+    return {
+        topic: (old, current[topic])
+        for topic, old in sorted(known.items())
+        if topic in current and current[topic] != old
+    }
+
+
 class FlowState:
     """The checkpoint generations of one flow under the state directory."""
 
     def __init__(self, flow_dir: Path) -> None:
         self.flow_dir = flow_dir
 
-    def last_positions(self) -> Positions | None:
+    def last_committed(self) -> tuple[Positions, dict[str, str]] | None:
+        """The positions of the newest generation that committed a batch, with the topic IDs
+        that generation mirrored."""
         for _, gen in reversed(_generations(self.flow_dir)):
             positions = committed_positions(gen)
             if positions is not None:
-                return positions
+                return positions, topic_ids(gen)
         return None
 
-    def new_generation(self) -> Path:
+    def last_positions(self) -> Positions | None:
+        last = self.last_committed()
+        return None if last is None else last[0]
+
+    def new_generation(self, source_topic_ids: Mapping[str, str] | None = None) -> Path:
         gens = _generations(self.flow_dir)
         number = gens[-1][0] + 1 if gens else 1
         path = self.flow_dir / f"{_PREFIX}{number}"
         path.mkdir(parents=True)
+        if source_topic_ids:
+            (path / _TOPIC_IDS).write_text(
+                json.dumps(dict(sorted(source_topic_ids.items()))), encoding="utf-8"
+            )
         return path
 
     def prune(self, keep: Path) -> None:

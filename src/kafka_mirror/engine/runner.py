@@ -29,6 +29,7 @@ from kafka_mirror.engine.positions import (
     Positions,
     batch_end_positions,
     batch_start_positions,
+    recreated_topics,
     starting_offsets,
 )
 from kafka_mirror.engine.session import (
@@ -148,6 +149,11 @@ class FlowRunner:
         # query's (its producer's max.request.size follows it)
         self.largest_batch = 0
         self.started_largest_batch = 0
+        # source topic IDs: now, and those the running query started with
+        self.topic_ids: dict[str, str] = {}
+        self.started_ids: dict[str, str] = {}
+        self._reported_ids: set[tuple[str, str]] = set()
+        self._ids_warned = False
 
     def start_control(self) -> None:
         """Internal topics the flow writes exist before any batch runs."""
@@ -159,13 +165,57 @@ class FlowRunner:
         plans = self.topics.sync()
         self.largest_batch = max((p.source_max_message_bytes or 0 for p in plans), default=0)
         self.next_refresh = time.monotonic() + self.flow.refresh_interval_seconds
-        return {p.source_topic: p.partitions for p in plans}
+        assignment = {p.source_topic: p.partitions for p in plans}
+        self.topic_ids = self._source_topic_ids(sorted(assignment))
+        return assignment
+
+    def _source_topic_ids(self, topics: list[str]) -> dict[str, str]:
+        """The source topics' IDs; none (no re-creation check this time) when they cannot be
+        read."""
+        try:
+            ids = self.source.topic_ids(topics)
+        except Exception as exc:
+            if not self._ids_warned:
+                log.warning("flow %s: source topic IDs not read (%s); a topic deleted and created "
+                            "again is not detected until they are", self.flow.name,
+                            _first_line(str(exc)))
+                self._ids_warned = True
+            return {}
+        self._ids_warned = False
+        return ids
+
+    def resume_positions(self) -> Positions | None:
+        """Where the flow resumes: the positions of its last committed batch, less those of
+        source topics deleted and created again since (their new incarnation is mirrored from
+        its start, and the old one's offset translation is forgotten)."""
+        last = self.state.last_committed()
+        if last is None:
+            return None
+        known, known_ids = last
+        recreated = recreated_topics(known_ids, self.topic_ids)
+        for topic, (old, new) in recreated.items():
+            self.ranges.drop_topic(topic)
+            if (topic, new) not in self._reported_ids:
+                self._reported_ids.add((topic, new))
+                log.warning(
+                    "flow %s: source topic %s was deleted and created again (topic ID %s, was "
+                    "%s): mirrored from the new topic's start; the old topic's positions and "
+                    "offset translation are dropped", self.flow.name, topic, new, old,
+                )
+        if recreated:
+            self.save_ranges()
+        return {tp: offset for tp, offset in known.items() if tp[0] not in recreated}
 
     def follow(self, spark: Any, assignment: dict[str, int]) -> None:
         """(Re)start the query when the partitions to mirror changed."""
         if assignment != self.assignment or (assignment and self.query is None):
             if self.assignment:
                 log.info("flow %s: topics or partitions changed; restarting", self.flow.name)
+            self._restart(spark, assignment)
+        elif self.query is not None and recreated_topics(self.started_ids, self.topic_ids):
+            log.info("flow %s: source topics deleted and created again (%s); restarting",
+                     self.flow.name,
+                     ", ".join(recreated_topics(self.started_ids, self.topic_ids)))
             self._restart(spark, assignment)
         elif self.query is not None and self.largest_batch > self.started_largest_batch:
             log.info("flow %s: a source topic now accepts records up to %d bytes; restarting "
@@ -177,7 +227,9 @@ class FlowRunner:
         group (``legacy``), or a MirrorMaker 2's positions in its Connect offsets topic."""
         flow = self.flow
         if flow.takeover_group:
-            committed = self.source.committed_offsets(flow.takeover_group)
+            committed = self.source.committed_offsets(
+                flow.takeover_group, self.source.partitions(flow.should_mirror)
+            )
             if committed:
                 log.info(
                     "flow %s: first run starts at the offsets group %s committed (%d partitions)",
@@ -201,13 +253,14 @@ class FlowRunner:
         if not assignment:
             log.info("flow %s: no source topic matches yet", self.flow.name)
             return
-        known = self.state.last_positions()
+        known = self.resume_positions()
         if known is None:
             known = self.takeover_positions()
         if known and not self._check_data_loss(known, assignment):
             return
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
-        checkpoint = self.state.new_generation()
+        checkpoint = self.state.new_generation(self.topic_ids)
+        self.started_ids = dict(self.topic_ids)
         self.state.prune(keep=checkpoint)
         if self.target_offsets is None:
             self.target_offsets = JvmEndOffsets(spark, admin_properties(self.flow.target))
@@ -230,7 +283,7 @@ class FlowRunner:
     def check_resume(self, assignment: dict[str, int]) -> None:
         """Before Spark starts: records deleted since the last run stop the flow at once (with
         ``mirror.fail.on.data.loss=true``; otherwise the start of the query reports them)."""
-        known = self.state.last_positions()
+        known = self.resume_positions()
         if known and self.flow.fail_on_data_loss:
             self._check_data_loss(known, assignment)
 

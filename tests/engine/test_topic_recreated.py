@@ -1,0 +1,102 @@
+"""A source topic deleted and created again under the same name (a new topic ID) is mirrored
+from the new topic's start: the old topic's positions are never applied to the new one, whether
+it happens while the mirror runs or while it is stopped."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from mirror_process import (
+    MirrorProcess,
+    Record,
+    first_occurrences,
+    mm2_properties,
+    read_partitions,
+    wait_for,
+)
+
+from kafka_mirror.localcluster import LocalKafkaCluster
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def _produce(cluster: LocalKafkaCluster, topic: str, tag: str, counts: dict[int, int]) -> None:
+    producer = Producer(cluster.client_config())
+    for partition, count in counts.items():
+        for i in range(count):
+            producer.produce(topic, key=f"{tag}-{partition}-{i}".encode(), value=tag.encode(),
+                             partition=partition)
+    assert producer.flush(60) == 0
+
+
+def _recreate(cluster: LocalKafkaCluster, topic: str, partitions: int) -> None:
+    """Delete the topic, then create it again once the cluster lets it (a new topic ID)."""
+    admin: Any = cluster.admin()
+    for future in admin.delete_topics([topic], operation_timeout=30).values():
+        future.result(timeout=60)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            cluster.create_topic(topic, partitions)
+            return
+        except KafkaException:  # still being deleted
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _mirrored(destination: LocalKafkaCluster, target: str,
+              expected: dict[int, list[Record]]) -> bool:
+    got = read_partitions(destination, target)
+    return all(first_occurrences(got.get(p, [])) == records for p, records in expected.items())
+
+
+def test_topic_deleted_and_created_again_is_mirrored_from_its_start(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    topic, target = unique_topic, f"source.{unique_topic}"
+    source_cluster.create_topic(topic, 2)
+    _produce(source_cluster, topic, "old", {0: 200, 1: 100})
+    expected = read_partitions(source_cluster, topic)
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties(source_cluster, destination_cluster, f"topics = {topic}\n"))
+    args = ["run", str(config), "--state-dir", str(tmp_path / "state")]
+    mirror = MirrorProcess(args, tmp_path / "first.log").start()
+    try:
+        wait_for(lambda: _mirrored(destination_cluster, target, expected), 240,
+                 "the first topic mirrored", mirror)
+        # while the mirror runs: fewer records than the old topic had (its positions would
+        # point past the new topic's end)
+        _recreate(source_cluster, topic, 2)
+        _produce(source_cluster, topic, "new", {0: 50, 1: 30})
+        for partition, records in read_partitions(source_cluster, topic).items():
+            expected[partition] += records
+        wait_for(lambda: _mirrored(destination_cluster, target, expected), 240,
+                 "the re-created topic mirrored from its start", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+        output = mirror.output()
+        assert f"source topic {topic} was deleted and created again (topic ID " in output, \
+            output[-3000:]
+    finally:
+        mirror.cleanup()
+
+    # while the mirror is stopped: found at the start
+    _recreate(source_cluster, topic, 2)
+    _produce(source_cluster, topic, "newer", {0: 20, 1: 10})
+    for partition, records in read_partitions(source_cluster, topic).items():
+        expected[partition] += records
+    mirror = MirrorProcess(args, tmp_path / "second.log").start()
+    try:
+        wait_for(lambda: _mirrored(destination_cluster, target, expected), 240,
+                 "the topic created again while stopped mirrored from its start", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+        assert f"source topic {topic} was deleted and created again" in mirror.output()
+    finally:
+        mirror.cleanup()

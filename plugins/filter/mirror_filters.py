@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kafka.mirror contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Filters used by the kafka.mirror roles to build command lines."""
+"""Filters used by the kafka.mirror roles: command lines, Java properties values, JAAS strings."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -46,9 +46,54 @@ def cmdline(args, style='systemd'):
     return ' '.join(_quote(a, style) for a in args)
 
 
+def _text(value):
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return ''
+    return value if isinstance(value, string_types) else str(value)
+
+
+_PROPERTIES_ESCAPES = {'\t': '\\t', '\n': '\\n', '\r': '\\r', '\f': '\\f',
+                       '\\': '\\\\', '=': '\\=', ':': '\\:', '#': '\\#', '!': '\\!'}
+
+
+def java_properties_escape(value, key=False):
+    """A key or value written as java.util.Properties.store() writes it (ISO-8859-1 with \\u
+    escapes), so that Properties.load() reads back exactly ``value``."""
+    text = _text(value)
+    out = []
+    for index, char in enumerate(text):
+        code = ord(char)
+        if char in _PROPERTIES_ESCAPES:
+            out.append(_PROPERTIES_ESCAPES[char])
+        elif char == ' ':
+            out.append('\\ ' if key or index == 0 else ' ')
+        elif code < 0x20 or code > 0x7e:
+            if code > 0xFFFF:  # a surrogate pair, as Java strings hold it
+                code -= 0x10000
+                out.append('\\u%04X\\u%04X' % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)))
+            else:
+                out.append('\\u%04X' % code)
+        else:
+            out.append(char)
+    return ''.join(out)
+
+
+def jaas_quote(value):
+    """A JAAS option value in double quotes, as Kafka's JaasConfig (a StreamTokenizer) reads
+    it back: backslash, double quote and line breaks escaped."""
+    text = _text(value)
+    for char, escaped in (('\\', '\\\\'), ('"', '\\"'), ('\n', '\\n'), ('\r', '\\r')):
+        text = text.replace(char, escaped)
+    return '"%s"' % text
+
+
 class FilterModule(object):
     def filters(self):
         return {
             'spark_conf_args': spark_conf_args,
             'cmdline': cmdline,
+            'java_properties_escape': java_properties_escape,
+            'jaas_quote': jaas_quote,
         }

@@ -83,6 +83,55 @@ def test_files_owners_and_modes(mirror_host):
     assert jar.exists and jar.user == "root"
 
 
+PROPERTY_READER = """
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HexFormat;
+import java.util.Properties;
+
+public class PropertyReadBack {
+    public static void main(String[] args) throws Exception {
+        Properties properties = new Properties();
+        try (InputStream in = Files.newInputStream(Path.of(args[0]))) {
+            properties.load(in);
+        }
+        String value = properties.getProperty(args[1]);
+        if (value == null) {
+            System.exit(3);
+        }
+        System.out.println(HexFormat.of().formatHex(value.getBytes(StandardCharsets.UTF_8)));
+    }
+}
+"""
+
+
+def test_property_values_read_back_by_java(mirror_host, tmp_path):
+    """A value with backslash, quotes, # = : ! $ { and non-ASCII reaches mm2.properties so that
+    Java's Properties.load() (how Kafka and MirrorMaker 2 read it) gives it back byte for byte."""
+    import shutil
+    import subprocess
+
+    host = mirror_host
+    key = "x.kafka-mirror.escape.check"
+    custom = _hostvars(host).get("mirror_custom_properties") or {}
+    if key not in custom:
+        pytest.skip(f"{key} is set in the default scenario only")
+    want = custom[key]
+    source = tmp_path / "PropertyReadBack.java"
+    source.write_text(PROPERTY_READER, encoding="utf-8")
+    javac = shutil.which("javac")
+    assert javac, "the controller needs a JDK (javac) to build the read-back probe"
+    subprocess.run([javac, "--release", "17", "-d", str(tmp_path), str(source)], check=True)
+    host.ansible("copy", f"src={tmp_path / 'PropertyReadBack.class'} dest=/tmp/ mode=0644",
+                 check=False)
+    out = host.check_output(f"java -cp /tmp PropertyReadBack /etc/kafka-mirror/mm2.properties {key}")
+    assert bytes.fromhex(out.strip()) == want.encode("utf-8")
+    content = host.file("/etc/kafka-mirror/mm2.properties").content
+    assert all(b < 0x80 for b in content), "mm2.properties must be plain ASCII (\\uXXXX escapes)"
+
+
 def test_binary_file_copied_byte_for_byte(mirror_host):
     host = mirror_host
     local = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule/_shared/files/binary.keytab")

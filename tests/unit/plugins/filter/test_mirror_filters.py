@@ -5,7 +5,19 @@ __metaclass__ = type
 
 import shlex
 
-from ansible_collections.kafka.mirror.plugins.filter.mirror_filters import cmdline, spark_conf_args
+import javaproperties
+import pytest
+
+from ansible_collections.kafka.mirror.plugins.filter.mirror_filters import (
+    cmdline,
+    jaas_quote,
+    java_properties_escape,
+    spark_conf_args,
+)
+
+# a password with every character that means something to a .properties file, a JAAS line,
+# a shell or Kafka's config providers, plus non-ASCII (Latin-1 and beyond, and outside the BMP)
+NASTY = u' p\\a"s s#w=o:r!d$ {x} ${env:HOME}\tü€😀 '
 
 
 def test_spark_conf_args_sorted_and_empty_dropped():
@@ -21,3 +33,56 @@ def test_cmdline_round_trip_supervisord():
 
 def test_cmdline_systemd_escapes_specifiers():
     assert cmdline(['a', '100%', '$HOME']) == 'a 100%% $$HOME'
+
+
+@pytest.mark.parametrize('value', [NASTY, u'', u' ', u'plain', u'a\\', u'\\u0041', u'line1\nline2\r\f',
+                                   u'#!=:', u'trailing  '])
+def test_properties_value_reads_back_exactly_as_java_loads_it(value):
+    text = u'k=%s\n' % java_properties_escape(value)
+    assert all(ord(c) < 0x7f for c in text)  # ISO-8859-1 safe: Java's load() reads bytes as Latin-1
+    assert javaproperties.loads(text) == {u'k': value}
+
+
+@pytest.mark.parametrize('key', [u'a b', u'a=b', u'a:b', u' lead', u'#k', u'!k', u'ü'])
+def test_properties_key_reads_back(key):
+    text = u'%s=v\n' % java_properties_escape(key, key=True)
+    assert javaproperties.loads(text) == {key: u'v'}
+
+
+def test_properties_non_strings():
+    assert java_properties_escape(True) == 'true'
+    assert java_properties_escape(3) == '3'
+    assert java_properties_escape(None) == ''
+
+
+def test_properties_escapes_as_java_store_does():
+    assert java_properties_escape(u' a b') == u'\\ a b'
+    assert java_properties_escape(u'a=b:c#d!e') == u'a\\=b\\:c\\#d\\!e'
+    assert java_properties_escape(u'ü€') == u'\\u00FC\\u20AC'
+    assert java_properties_escape(u'😀') == u'\\uD83D\\uDE00'
+
+
+def _jaas_unquote(quoted):
+    """What a StreamTokenizer with quoteChar('"') (Kafka's JaasConfig) reads from ``quoted``."""
+    assert quoted[0] == quoted[-1] == '"'
+    out, chars = [], iter(quoted[1:-1])
+    for char in chars:
+        if char == '\\':
+            nxt = next(chars)
+            out.append({'n': '\n', 'r': '\r', 't': '\t'}.get(nxt, nxt))
+        else:
+            assert char not in '"\n\r'
+            out.append(char)
+    return ''.join(out)
+
+
+@pytest.mark.parametrize('value', [NASTY, u'', u'user@REALM', u'a"b\\c', u'x\ny'])
+def test_jaas_quote_reads_back(value):
+    assert _jaas_unquote(jaas_quote(value)) == value
+
+
+def test_jaas_line_inside_properties_reads_back():
+    line = 'org.apache.kafka.common.security.scram.ScramLoginModule required username=%s password=%s;' % (
+        jaas_quote(u'mirror'), jaas_quote(NASTY))
+    loaded = javaproperties.loads(u'sasl.jaas.config=%s\n' % java_properties_escape(line))
+    assert loaded == {u'sasl.jaas.config': line}

@@ -15,6 +15,13 @@ version_added: 0.1.0
 description:
   - Measures the size of the selected source topics from the source brokers' log dirs
     (Kafka DescribeLogDirs; one replica per partition is counted).
+  - Counts only what is still to be mirrored. Data already on the destination topics (named by
+    O(replication_policy), O(source_alias) and O(replication_policy_separator), as in
+    M(kafka.mirror.mirror_topics)) already takes its place in the destination's used space. A
+    partition needs the share of its source bytes that its destination copy does not hold yet,
+    by record count (end minus start offset on each side; byte sizes would mislead when the
+    destination compresses differently). A re-run on a healthy mirror passes. Without
+    O(source_alias) under the C(default) policy, everything counts as still to be mirrored.
   - Measures the usable space of every log dir of every destination broker (DescribeLogDirs v4,
     Kafka 3.3 and later) and the free space of a local path on the host running the module.
   - Fails with a per-broker table when the destination cannot take the source data times the
@@ -36,6 +43,7 @@ attributes:
     description: Nothing is changed, there is no diff.
 requirements:
   - kafka-python >= 3.0 (DescribeLogDirs, which confluent-kafka does not expose)
+  - confluent-kafka (record counts of mirrored partitions, with O(source_alias) or O(replication_policy=identity))
 options:
   topics:
     description:
@@ -71,6 +79,23 @@ options:
       - Free space required at O(local_path), in MiB.
     type: int
     default: 1024
+  replication_policy:
+    description:
+      - How destination topics are named, as in M(kafka.mirror.mirror_topics). C(default) names
+        them C(<source_alias><separator><topic>); C(identity) keeps the source names.
+    type: str
+    default: default
+    choices: [default, identity]
+  source_alias:
+    description:
+      - Alias of the source cluster, the prefix of the destination topic names with
+        O(replication_policy=default).
+    type: str
+  replication_policy_separator:
+    description:
+      - Separator between the source alias and the topic name.
+    type: str
+    default: '.'
   fail_on_insufficient:
     description:
       - Fail when the headroom is insufficient. With C(false) the module only reports RV(ok).
@@ -84,6 +109,7 @@ EXAMPLES = r'''
     source_bootstrap_servers: ["src-kafka1:9092"]
     destination_bootstrap_servers: ["dst-kafka1:9092", "dst-kafka2:9092", "dst-kafka3:9092"]
     topics: ["orders\\..*"]
+    source_alias: dc1            # destination topics dc1.orders.*: what they hold counts as used
     replication_factor: 3
     margin_percent: 25
     local_path: /var/lib/kafka-mirror
@@ -102,8 +128,16 @@ topics:
   description: Size in bytes of each selected source topic.
   returned: always
   type: dict
+remaining_bytes:
+  description: Bytes still to be mirrored, per partition the source size beyond its destination copy.
+  returned: always
+  type: int
+remaining:
+  description: Bytes still to be mirrored of each selected source topic.
+  returned: always
+  type: dict
 required_bytes:
-  description: Source bytes times the replication factor times (1 + margin).
+  description: Bytes still to be mirrored times the replication factor times (1 + margin).
   returned: always
   type: int
 replication_factor:
@@ -134,11 +168,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import (
-    MM2_DEFAULT_TOPICS_EXCLUDE,
     KafkaModuleError,
+    MM2_DEFAULT_TOPICS_EXCLUDE,
+    check_confluent_kafka,
     check_kafka_python,
+    connected_admin_client,
     connection_argument_spec,
     connection_required_if,
+    destination_topic_name,
     kafka_python_admin_client,
     on_side,
     select_topics,
@@ -154,9 +191,9 @@ def _human(n):
     return str(n)
 
 
-def source_sizes(admin, include, exclude):
-    """{topic: bytes}, largest replica per partition (the leader normally has the most data)."""
-    topics = select_topics(admin.list_topics(), include, exclude)
+def partition_sizes(admin, topics):
+    """{(topic, partition): bytes}, largest replica per partition (the leader normally has the
+    most data)."""
     if not topics:
         return {}
     per_partition = {}
@@ -169,12 +206,39 @@ def source_sizes(admin, include, exclude):
                     if part.get('is_future_key'):
                         continue
                     key = (t['name'], part['partition_index'])
-                    per_partition[key] = max(per_partition.get(key, 0), part['partition_size'])
-    sizes = dict((t, 0) for t in topics)
-    for (topic, _part), size in per_partition.items():
-        if topic in sizes:
-            sizes[topic] += size
-    return sizes
+                    if key[0] in topics:
+                        per_partition[key] = max(per_partition.get(key, 0), part['partition_size'])
+    return per_partition
+
+
+def record_counts(params, side, partitions, timeout):
+    """{(topic, partition): records it holds (end minus start offset)}."""
+    if not partitions:
+        return {}
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+    client = connected_admin_client(params, side, timeout)
+    bounds = {}
+    for name, spec in (('start', OffsetSpec.earliest()), ('end', OffsetSpec.latest())):
+        request = dict((TopicPartition(t, n), spec) for t, n in partitions)
+        for tp, future in client.list_offsets(request, request_timeout=timeout).items():
+            bounds.setdefault((tp.topic, tp.partition), {})[name] = future.result(timeout).offset
+    return dict((k, max(0, v['end'] - v['start'])) for k, v in bounds.items())
+
+
+def remaining_sizes(sizes, names, source_counts, destination_counts):
+    """{source topic: bytes still to be mirrored}: per partition, the share of its bytes that
+    the destination copy does not hold yet, by record count (``names``: source topic ->
+    existing destination topic)."""
+    remaining = {}
+    for (topic, partition), size in sizes.items():
+        share = 1.0
+        if names.get(topic):
+            held = source_counts.get((topic, partition), 0)
+            copied = destination_counts.get((names[topic], partition), 0)
+            share = max(0.0, 1.0 - float(copied) / held) if held else 0.0
+        remaining[topic] = remaining.get(topic, 0) + int(size * share)
+    return remaining
 
 
 def destination_dirs(admin):
@@ -221,6 +285,9 @@ def main():
         topics=dict(type='list', elements='str', default=['.*']),
         topics_exclude=dict(type='list', elements='str', default=list(MM2_DEFAULT_TOPICS_EXCLUDE)),
         replication_factor=dict(type='int', default=-1),
+        replication_policy=dict(type='str', default='default', choices=['default', 'identity']),
+        source_alias=dict(type='str'),
+        replication_policy_separator=dict(type='str', default='.'),
         margin_percent=dict(type='float', default=20),
         local_path=dict(type='path'),
         local_min_free_mb=dict(type='int', default=1024),
@@ -228,28 +295,48 @@ def main():
     )
     module = AnsibleModule(argument_spec=argument_spec, required_if=connection_required_if(), supports_check_mode=True)
     check_kafka_python(module)
+    check_confluent_kafka(module)
     p = module.params
     try:
         src = kafka_python_admin_client(p, 'source', p['timeout'])
         try:
             with on_side(p, 'source'):
-                sizes = source_sizes(src, p['topics'], p['topics_exclude'])
+                topics = select_topics(src.list_topics(), p['topics'], p['topics_exclude'])
+                source_parts = partition_sizes(src, topics)
         finally:
             src.close()
         dst = kafka_python_admin_client(p, 'destination', p['timeout'])
         try:
             with on_side(p, 'destination'):
+                names = {}
+                if p['replication_policy'] == 'identity' or p['source_alias']:
+                    existing = set(dst.list_topics())
+                    names = dict(
+                        (t, destination_topic_name(t, p['replication_policy'], p['source_alias'],
+                                                   p['replication_policy_separator']))
+                        for t in topics)
+                    names = dict((t, d) for t, d in names.items() if d in existing)
                 brokers = destination_dirs(dst)
                 rf = p['replication_factor'] if p['replication_factor'] > 0 else default_replication_factor(dst)
         finally:
             dst.close()
+        mapped = [tp for tp in source_parts if tp[0] in names]
+        with on_side(p, 'source'):
+            source_counts = record_counts(p, 'source', mapped, p['timeout'])
+        with on_side(p, 'destination'):
+            destination_counts = record_counts(p, 'destination', [(names[t], n) for t, n in mapped], p['timeout'])
     except KafkaModuleError as e:
         module.fail_json(msg=to_native(e), exception=traceback.format_exc())
     except Exception as e:  # pylint: disable=broad-except
         module.fail_json(msg='Kafka request failed: %s' % to_native(e), exception=traceback.format_exc())
 
+    sizes = dict((t, 0) for t in topics)
+    for (topic, _partition), size in source_parts.items():
+        sizes[topic] += size
+    remaining = remaining_sizes(source_parts, names, source_counts, destination_counts)
     source_bytes = sum(sizes.values())
-    required = int(source_bytes * rf * (1 + p['margin_percent'] / 100.0))
+    remaining_bytes = sum(remaining.values())
+    required = int(remaining_bytes * rf * (1 + p['margin_percent'] / 100.0))
     n = max(len(brokers), 1)
     share = int(required / n) if n else required
     ok = True
@@ -261,12 +348,14 @@ def main():
         status = 'OK' if b['ok'] else ('UNKNOWN' if b['unknown'] else 'SHORT')
         row = (b['broker'], _human(b['total_bytes']), _human(b['usable_bytes']), _human(share), status, ','.join(b['log_dirs']))
         table.append('%-8s %14s %14s %14s  %-6s %s' % row)
-    result = dict(changed=False, source_bytes=source_bytes, topics=sizes, required_bytes=required,
+    result = dict(changed=False, source_bytes=source_bytes, topics=sizes, remaining_bytes=remaining_bytes,
+                  remaining=remaining, required_bytes=required,
                   replication_factor=rf, brokers=brokers, table=table)
     msgs = []
     if not ok:
-        msgs.append('destination cannot take %s of source data x RF %d + %s%% margin = %s (%s per broker):'
-                    % (_human(source_bytes), rf, p['margin_percent'], _human(required), _human(share)))
+        msgs.append('destination cannot take the %s of source data still to be mirrored (of %s) x RF %d + %s%% margin'
+                    ' = %s (%s per broker):'
+                    % (_human(remaining_bytes), _human(source_bytes), rf, p['margin_percent'], _human(required), _human(share)))
     if p['local_path']:
         probe, free = local_free(p['local_path'])
         need = p['local_min_free_mb'] * 1024 * 1024

@@ -54,19 +54,23 @@ def _text(value):
     return value if isinstance(value, string_types) else str(value)
 
 
-_PROPERTIES_ESCAPES = {'\t': '\\t', '\n': '\\n', '\r': '\\r', '\f': '\\f',
-                       '\\': '\\\\', '=': '\\=', ':': '\\:', '#': '\\#', '!': '\\!'}
+_PROPERTIES_ESCAPES = {'\t': '\\t', '\n': '\\n', '\r': '\\r', '\f': '\\f', '\\': '\\\\'}
+# separators and comment starts matter in a key only; a value keeps them readable (host:port)
+_KEY_ESCAPES = {'=': '\\=', ':': '\\:', '#': '\\#', '!': '\\!'}
 
 
 def java_properties_escape(value, key=False):
-    """A key or value written as java.util.Properties.store() writes it (ISO-8859-1 with \\u
-    escapes), so that Properties.load() reads back exactly ``value``."""
+    """A key or value escaped as java.util.Properties.store() escapes it (ISO-8859-1 with \\u
+    escapes), so that Properties.load() reads back exactly ``value``; in a value, ``= : # !``
+    stay as they are (load() reads them literally there)."""
     text = _text(value)
     out = []
     for index, char in enumerate(text):
         code = ord(char)
         if char in _PROPERTIES_ESCAPES:
             out.append(_PROPERTIES_ESCAPES[char])
+        elif key and char in _KEY_ESCAPES:
+            out.append(_KEY_ESCAPES[char])
         elif char == ' ':
             out.append('\\ ' if key or index == 0 else ' ')
         elif code < 0x20 or code > 0x7e:

@@ -57,7 +57,9 @@ def test_properties_non_strings():
 
 def test_properties_escapes_as_java_store_does():
     assert java_properties_escape(u' a b') == u'\\ a b'
-    assert java_properties_escape(u'a=b:c#d!e') == u'a\\=b\\:c\\#d\\!e'
+    assert java_properties_escape(u'a=b:c#d!e') == u'a=b:c#d!e'  # literal in a value
+    assert java_properties_escape(u'a=b:c#d!e', key=True) == u'a\\=b\\:c\\#d\\!e'
+    assert java_properties_escape(u'#!x') == u'#!x'  # after 'key=' a value never starts a comment
     assert java_properties_escape(u'ü€') == u'\\u00FC\\u20AC'
     assert java_properties_escape(u'😀') == u'\\uD83D\\uDE00'
 

@@ -208,14 +208,14 @@ class FlowRunner:
 
     def follow(self, spark: Any, assignment: dict[str, int]) -> None:
         """(Re)start the query when the partitions to mirror changed."""
+        recreated = recreated_topics(self.started_ids, self.topic_ids)
         if assignment != self.assignment or (assignment and self.query is None):
             if self.assignment:
                 log.info("flow %s: topics or partitions changed; restarting", self.flow.name)
             self._restart(spark, assignment)
-        elif self.query is not None and recreated_topics(self.started_ids, self.topic_ids):
+        elif self.query is not None and recreated:
             log.info("flow %s: source topics deleted and created again (%s); restarting",
-                     self.flow.name,
-                     ", ".join(recreated_topics(self.started_ids, self.topic_ids)))
+                     self.flow.name, ", ".join(recreated))
             self._restart(spark, assignment)
         elif self.query is not None and self.largest_batch > self.started_largest_batch:
             log.info("flow %s: a source topic now accepts records up to %d bytes; restarting "

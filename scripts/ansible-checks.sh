@@ -1,8 +1,9 @@
 #!/bin/bash
 # Static checks of the kafka.mirror Ansible collection, from a fresh clone:
 #   1. ansible-lint --profile production
-#   2. ansible-test sanity --local (in a temporary ansible_collections/kafka/mirror git tree)
-#   3. ansible-galaxy collection build + galaxy-importer on the built artifact
+#   2. ansible-test sanity --local on the built artifact (ansible-galaxy collection build), unpacked
+#   3. galaxy-importer (which runs ansible-lint too) on the built artifact
+# The unit and module tests also run from the built artifact: what ships is what is tested.
 # Creates .venv-ansible from requirements-ansible.txt when missing. Exits non-zero on any failure.
 #   units:   pytest unit tests of module_utils and filters (tests/unit/plugins)
 #   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
@@ -17,30 +18,33 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
-PY=${PYTHON:-python3}
 STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=(lint sanity importer units)
 
-if [ ! -x "$VENV/bin/ansible-test" ] || [ ! -x "$VENV/bin/ansible-lint" ]; then
-  echo "== creating $VENV"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -r "$REPO/requirements-ansible.txt"
-fi
+# shellcheck source=scripts/ansible-venv.sh
+. "$REPO/scripts/ansible-venv.sh"
+ansible_venv "$VENV" "$REPO"
 export PATH="$VENV/bin:$PATH"
 WORK=$(mktemp -d /tmp/kafka-mirror-ansible-checks.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 failed=()
 
-# The collection's files only (what galaxy.yml would build), copied to DEST.
+# The collection as it ships: `ansible-galaxy collection build` from the repository (galaxy.yml's
+# build_ignore decides what ships), built once per run; every step below tests this artifact.
+ARTIFACT=''
+build_artifact() {
+  [ -n "$ARTIFACT" ] && return 0
+  (cd "$REPO" && ansible-galaxy collection build --force --output-path "$WORK/dist" >/dev/null)
+  ARTIFACT=$(ls "$WORK"/dist/kafka-mirror-*.tar.gz)
+  echo "built $(basename "$ARTIFACT") ($(du -h "$ARTIFACT" | cut -f1), $(tar -tzf "$ARTIFACT" | grep -vc '/$') files)"
+}
+
+# The built artifact unpacked at DEST (an ansible_collections/kafka/mirror directory).
 copy_collection() {
   local dest=$1
+  build_artifact
   mkdir -p "$dest"
-  (cd "$REPO" && tar -cf - --exclude='__pycache__' --exclude='tests/output' \
-      galaxy.yml meta plugins roles playbooks changelogs docs/ansible.md docs/awx.md \
-      $(ls -d README.md inventories tests/sanity tests/unit/plugins tests/integration 2>/dev/null) ) | tar -C "$dest" -xf -
-  # the repository README is the collection README; until it exists, use the collection docs
-  [ -f "$dest/README.md" ] || cp "$REPO/docs/ansible.md" "$dest/README.md"
+  tar -C "$dest" -xzf "$ARTIFACT"
 }
 
 run_lint() {
@@ -80,12 +84,8 @@ EOF
 
 run_importer() {
   echo "== ansible-galaxy collection build + galaxy-importer"
-  local src=$WORK/build/ansible_collections/kafka/mirror
-  copy_collection "$src"
-  (cd "$src" && ansible-galaxy collection build --force --output-path "$WORK/dist" >/dev/null)
-  local tarball
-  tarball=$(ls "$WORK"/dist/kafka-mirror-*.tar.gz)
-  echo "built $(basename "$tarball") ($(du -h "$tarball" | cut -f1))"
+  build_artifact
+  local tarball=$ARTIFACT
   cat > "$WORK/galaxy-importer.cfg" <<'EOF'
 [galaxy-importer]
 LOG_LEVEL_MAIN = INFO
@@ -116,6 +116,10 @@ run_modules() {
     python "$REPO/tests/integration/seed.py" 29092 && \
     ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
       -e src_port=29092 -e dst_port=29192 "$REPO/tests/integration/modules.yml" || rc=1
+    # the topics playbook for three hosts: each host's own flow, once per distinct flow
+    [ $rc -eq 0 ] && { ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/tests/integration/flows_inventory.yml" \
+      -e ansible_python_interpreter="$(command -v python)" -e src_port=29092 -e dst_port=29192 \
+      "$REPO/tests/integration/flows_per_host.yml" || rc=1; }
   fi
   # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners and random passwords.
   local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log

@@ -6,17 +6,13 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
-PY=${PYTHON:-python3}
 SCENARIOS=("$@")
 [ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos)
 [ "$(id -u)" -eq 0 ] || { echo "molecule scenarios need root (network namespaces, nspawn)"; exit 2; }
 
-if [ ! -x "$VENV/bin/molecule" ]; then
-  echo "== creating $VENV"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -r "$REPO/requirements-ansible.txt"
-fi
+# shellcheck source=scripts/ansible-venv.sh
+. "$REPO/scripts/ansible-venv.sh"
+ansible_venv "$VENV" "$REPO"
 export PATH="$VENV/bin:$PATH"
 export MOL_HOME=${MOL_HOME:-/tmp/kafka-mirror-molecule}
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0

@@ -1,7 +1,8 @@
 #!/bin/bash
 # systemd-nspawn test hosts for Molecule, on a machine WITHOUT systemd as PID 1 (no machined, no dbus needed).
 #   nspawn-host.sh rootfs              build the shared Debian rootfs once (debootstrap; apt mirror only)
-#   nspawn-host.sh up   NAME IP        boot NAME (systemd = PID 1) with eth0=IP/24 on bridge $MOL_BRIDGE; wait for sshd
+#   nspawn-host.sh up   NAME IP [USER] boot NAME (systemd = PID 1) with eth0=IP/24 on bridge $MOL_BRIDGE; wait for sshd.
+#                                      USER (not root): an SSH login user with passwordless sudo, as Ansible's become needs
 #   nspawn-host.sh down NAME           orderly poweroff + remove netns, overlay, cgroups
 #   nspawn-host.sh mem  NAME           PSS of all processes of NAME, overlay disk use
 #   nspawn-host.sh cleanup             after the last host: remove bridge + safety route
@@ -48,7 +49,7 @@ cg_dirs() {  # one cgroup per host in each hierarchy systemd uses
 }
 
 up() {
-  local name=$1 ip=$2 d=$STATE/$1 veth=mv-${1:0:12} cgs
+  local name=$1 ip=$2 user=${3:-root} d=$STATE/$1 veth=mv-${1:0:12} cgs
   rootfs
   if [ -e "$d/pid" ] && alive "$(cat $d/pid)"; then echo "$name already running"; return 0; fi
   mkdir -p $d/upper $d/work $d/root
@@ -75,7 +76,15 @@ up() {
   mount -t overlay overlay -o lowerdir=$ROOTFS,upperdir=$d/upper,workdir=$d/work $d/root
   echo $name > $d/root/etc/hostname
   printf '127.0.0.1 localhost\n127.0.1.1 %s\n' $name > $d/root/etc/hosts
-  install -d -m 700 $d/root/root/.ssh; install -m 600 $KEY.pub $d/root/root/.ssh/authorized_keys
+  if [ "$user" = root ]; then
+    install -d -m 700 $d/root/root/.ssh; install -m 600 $KEY.pub $d/root/root/.ssh/authorized_keys
+  else   # the scenario's login user, with sudo for become; root accepts no SSH login
+    rm -f $d/root/root/.ssh/authorized_keys
+    chroot $d/root id -u "$user" >/dev/null 2>&1 || chroot $d/root useradd --create-home --shell /bin/bash "$user"
+    install -d -m 700 -o "$(chroot $d/root id -u "$user")" -g "$(chroot $d/root id -g "$user")" $d/root/home/$user/.ssh
+    install -m 600 -o "$(chroot $d/root id -u "$user")" -g "$(chroot $d/root id -g "$user")" $KEY.pub $d/root/home/$user/.ssh/authorized_keys
+    echo "$user ALL=(ALL:ALL) NOPASSWD: ALL" > $d/root/etc/sudoers.d/molecule-$user; chmod 440 $d/root/etc/sudoers.d/molecule-$user
+  fi
   cgs=$(cg_dirs $name); for c in $cgs; do mkdir -p $c; done
   # nspawn --keep-unit --register=no: no host systemd/dbus needed; it creates payload/ + supervisor/ under our cgroup
   if [ "${MOL_MODE:-nspawn}" = plain ]; then
@@ -119,7 +128,7 @@ down() {
   local name=$1 d=$STATE/$1 pid
   if [ -f $d/ip ]; then   # close ssh connections (Ansible ControlPersist masters etc.) while the network is still up
     local ip; ip=$(cat $d/ip)
-    for s in ~/.ansible/cp/$ip-*; do [ -S "$s" ] && ssh -O exit -o ControlPath=$s x >/dev/null 2>&1; done
+    for s in ~/.ansible/cp/$ip-*; do if [ -S "$s" ]; then ssh -O exit -o ControlPath=$s x >/dev/null 2>&1 || rm -f "$s"; fi; done   # a dead master leaves a stale socket
     ss -K dst $ip >/dev/null 2>&1 || true
   fi
   if [ -f $d/pid ]; then

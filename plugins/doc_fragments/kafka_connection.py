@@ -17,6 +17,12 @@ options:
       - Timeout in seconds for each request to a cluster.
     type: int
     default: 30
+  krb5_config:
+    description:
+      - Path of the C(krb5.conf) for C(GSSAPI) on the host that runs the module; it is set as
+        E(KRB5_CONFIG) for C(kinit) and both Kafka client libraries.
+      - Without it, E(KRB5_CONFIG) of the environment or the system default (C(/etc/krb5.conf)) is used.
+    type: path
 requirements:
   - confluent-kafka >= 2.6 on the host that runs the module
 notes:
@@ -26,7 +32,7 @@ notes:
     at once (not after O(timeout)), with a message naming the side (C(source cluster) or
     C(destination cluster)), its bootstrap servers, protocol, mechanism and user name.
   - For C(GSSAPI), the Kerberos client libraries and a C(krb5.conf) must be present on the host
-    that runs the module; set E(KRB5_CONFIG) when it is not at the default path.
+    that runs the module; set O(krb5_config) (or E(KRB5_CONFIG)) when it is not at the default path.
 '''
 
     SOURCE = r'''

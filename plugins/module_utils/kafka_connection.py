@@ -80,6 +80,7 @@ def connection_argument_spec(sides=SIDES):
         for name, opts in _base_spec().items():
             spec['%s_%s' % (side, name)] = dict(opts)
     spec['timeout'] = dict(type='int', default=30)
+    spec['krb5_config'] = dict(type='path')
     return spec
 
 
@@ -198,6 +199,11 @@ def kerberos_login(params, side, timeout=30):
     p = side_params(params, side)
     if p.get('sasl_mechanism') != 'GSSAPI':
         return
+    krb5_config = params.get('krb5_config')
+    if krb5_config:   # read by kinit, Cyrus SASL (librdkafka) and python-gssapi (kafka-python) alike
+        if not os.path.isfile(krb5_config):
+            raise KafkaModuleError('%s: krb5_config %s is not a readable file' % (describe_side(params, side), krb5_config))
+        os.environ['KRB5_CONFIG'] = krb5_config
     keytab = p.get('kerberos_keytab')
     if not keytab:
         for key, value in _krb5_state.get('saved', {}).items():

@@ -43,6 +43,14 @@ def test_systemd_is_pid1(host):
     assert host.file("/proc/1/comm").content_string.strip() == "systemd"
 
 
+def test_ssh_login_is_not_root_and_plays_escalate(host):
+    """Ansible logs in as a non-root user (root accepts no SSH login) and the plays escalate with sudo."""
+    login = _hostvars(host).get("ansible_user")
+    assert login and login != "root"
+    assert host.check_output("echo ${SUDO_USER:-none}") == login   # the verifier runs commands through sudo
+    assert not host.file("/root/.ssh/authorized_keys").exists
+
+
 def test_service_runs_as_non_root(mirror_host):
     host = mirror_host
     if _manager(host) == "systemd":

@@ -140,6 +140,20 @@ def test_kerberos_login_needs_the_principal_with_a_keytab_and_skips_other_sides(
     assert not log.exists()
 
 
+def test_krb5_config_reaches_kinit_and_a_missing_one_names_the_option(tmp_path, monkeypatch):
+    log = _fake_kinit(tmp_path, monkeypatch, 0)
+    script = tmp_path / 'bin' / 'kinit'
+    script.write_text('#!/bin/sh\necho "KRB5_CONFIG=$KRB5_CONFIG" >> %s\n' % log)
+    monkeypatch.delenv('KRB5_CONFIG', raising=False)
+    krb5 = tmp_path / 'krb5.conf'
+    krb5.write_text('[libdefaults]\n default_realm = R\n')
+    kerberos_login(_gssapi_params(krb5_config=str(krb5)), 'source')
+    assert log.read_text().splitlines() == ['KRB5_CONFIG=%s' % krb5]
+    assert os.environ['KRB5_CONFIG'] == str(krb5)   # for the client libraries created next
+    with pytest.raises(KafkaModuleError, match='krb5_config /nowhere/krb5.conf is not a readable file'):
+        kerberos_login(_gssapi_params(krb5_config='/nowhere/krb5.conf'), 'destination')
+
+
 def test_kafka_python_config_sasl_scram_and_tls():
     p = _params(destination_security_protocol='SASL_SSL', destination_sasl_mechanism='SCRAM-SHA-512',
                 destination_sasl_username='u', destination_sasl_password='s3cret', destination_ssl_ca_location='/ca.pem')

@@ -1,0 +1,22 @@
+"""`ansible-playbook --check` of the converge playbook on the converged hosts plans no change."""
+
+import os
+import re
+import subprocess
+
+
+def test_check_mode_of_converged_hosts_reports_no_change():
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    playbook = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "_shared", "converge.yml")
+    run = subprocess.run(["ansible-playbook", "-i", inventory, "--check", playbook],
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", run.stdout, re.M)
+    assert recap, run.stdout[-2000:]
+    changed_tasks, task = [], None   # the tasks that would change something, for the failure message
+    for line in run.stdout.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.split("[", 1)[1].rsplit("]", 1)[0]
+        elif line.startswith("changed: "):
+            changed_tasks.append((task, line))
+    assert all(changed == "0" for _, changed in recap), (recap, changed_tasks)

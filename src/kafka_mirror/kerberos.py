@@ -8,13 +8,18 @@ process's default credential cache. Two consequences shape this module:
   one. So each keytab login is first done here, with ``kinit``'s own message turned into an error
   naming the cluster.
 - Without ``KRB5CCNAME`` the default cache is the user's (``/tmp/krb5cc_<uid>``). For keytab
-  logins the process gets a private cache instead (a file in a private temporary directory,
-  removed at exit); a ``KRB5CCNAME`` set by the user is kept.
+  logins the process gets a private cache instead (in a private temporary directory, removed at
+  exit); a ``KRB5CCNAME`` set by the user is kept.
 
-One process has one default cache: two *different* keytab principals in the control plane
-(say one per cluster) end up sharing it, and the last login wins for new connections. The Spark
-side (Java clients) is not affected: each JAAS line logs in on its own. :func:`keytab_login`
-returns a warning for that case.
+One process has one default cache, so two *different* keytab principals (say one per cluster)
+share it. The private cache is therefore a cache *collection* (``DIR:``), which holds one cache
+per principal: ``kinit`` puts each principal's tickets into a cache of its own, and MIT Kerberos
+picks, for every connection, the cache whose realm is the broker's realm (the ``realm`` ccselect
+module; the broker's realm comes from ``[domain_realm]`` of krb5.conf, else the default realm).
+So one principal per cluster works when the clusters are in different realms. Two principals of
+one realm cannot be told apart that way (nor any two with a ``KRB5CCNAME`` that is a single
+``FILE:`` cache): new connections may present either, and :func:`keytab_login` returns a warning
+for that case. The Spark side (Java clients) is not affected: each JAAS line logs in on its own.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ __all__ = ["KerberosLoginError", "keytab_login", "private_ccache"]
 _lock = threading.Lock()
 _private_dir: str | None = None
 _principals: dict[str, str] = {}  # principal -> who logged in as it first
+# cache types that hold one cache per principal (MIT Kerberos collections)
+_COLLECTIONS = ("DIR:", "KEYRING:", "KCM:", "API:")
 
 
 class KerberosLoginError(RuntimeError):
@@ -48,7 +55,9 @@ def private_ccache() -> str:
             return current
         _private_dir = tempfile.mkdtemp(prefix="kafka-mirror-krb5-")
         atexit.register(shutil.rmtree, _private_dir, True)
-        ccache = f"FILE:{_private_dir}/ccache"
+        collection = os.path.join(_private_dir, "ccache")
+        os.mkdir(collection, 0o700)
+        ccache = f"DIR:{collection}"
         os.environ["KRB5CCNAME"] = ccache
         return ccache
 
@@ -65,11 +74,12 @@ def keytab_login(conf: Mapping[str, Any], who: str, timeout: float = 30.0) -> st
         return None
     principal = str(conf.get("sasl.kerberos.principal") or "kafkaclient")
     ccache = private_ccache()
-    argv = ["kinit", "-c", ccache, "-k", "-t", str(keytab), principal]
+    # no -c: in a collection kinit then uses (or adds) the cache of this principal
+    argv = ["kinit", "-k", "-t", str(keytab), principal]
     try:
         result = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-            check=False,
+            check=False, env={**os.environ, "KRB5CCNAME": ccache},
         )
     except FileNotFoundError as err:
         raise KerberosLoginError(
@@ -89,12 +99,22 @@ def keytab_login(conf: Mapping[str, Any], who: str, timeout: float = 30.0) -> st
     with _lock:
         new = principal not in _principals
         _principals.setdefault(principal, who)
-        others = sorted(p for p in _principals if p != principal)
+        if ccache.upper().startswith(_COLLECTIONS):
+            realm = _realm(principal)
+            others = sorted(p for p in _principals if p != principal and _realm(p) == realm)
+            why = "of the same realm"
+        else:
+            others = sorted(p for p in _principals if p != principal)
+            why = f"with the single credential cache {ccache} (KRB5CCNAME)"
     if new and others:
         return (
             f"{who} logs in to Kerberos as {principal}, another principal than "
-            f"{', '.join(others)}: the control plane (librdkafka) keeps one credential cache "
-            "per process, so new connections may present the principal of the latest login, "
-            "which then needs the rights of both (the Spark side is not affected)"
+            f"{', '.join(others)} {why}: the control plane (librdkafka) picks a principal "
+            "per connection by the broker's realm only, so new connections may present the "
+            "other one, which then needs the rights of both (the Spark side is not affected)"
         )
     return None
+
+
+def _realm(principal: str) -> str:
+    return principal.rpartition("@")[2] if "@" in principal else ""

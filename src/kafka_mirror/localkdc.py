@@ -26,7 +26,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -39,6 +39,7 @@ __all__ = [
     "KDC_PACKAGES",
     "LocalKdc",
     "LocalKdcError",
+    "combined_krb5_conf",
     "kerberized_cluster",
 ]
 
@@ -287,6 +288,28 @@ class LocalKdc:
     def __repr__(self) -> str:
         state = f"pid={self.pid}, kdc={self.address}" if self.alive() else "stopped"
         return f"LocalKdc({self.realm!r}, {state})"
+
+
+def combined_krb5_conf(
+    path: Path, kdcs: Sequence[LocalKdc], default_realm: str, domain_realm: Mapping[str, str]
+) -> Path:
+    """A krb5.conf for a client of several realms (no cross-realm trust): every KDC's realm,
+    ``default_realm``, and ``domain_realm`` (host -> realm; numeric hosts are not looked up
+    there by MIT Kerberos: they belong to the default realm)."""
+    realms = "".join(
+        f"    {kdc.realm} = {{\n        kdc = {kdc.address}\n    }}\n" for kdc in kdcs
+    )
+    mapping = "".join(f"    {host} = {realm}\n" for host, realm in domain_realm.items())
+    path.write_text(
+        "[libdefaults]\n"
+        f"    default_realm = {default_realm}\n"
+        "    dns_lookup_kdc = false\n    dns_lookup_realm = false\n"
+        "    dns_canonicalize_hostname = false\n    rdns = false\n"
+        "    udp_preference_limit = 1\n    ticket_lifetime = 1d\n"
+        f"[realms]\n{realms}[domain_realm]\n{mapping}",
+        encoding="utf-8",
+    )
+    return path
 
 
 def _tcp_open(host: str, port: int) -> bool:

@@ -15,18 +15,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from mirror_process import MirrorProcess, read_partitions, wait_for
 
-from kafka_mirror import cli
+from kafka_mirror import cli, kerberos
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.clients import librdkafka_config, parse_jaas
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.errors import ClusterUnreachable, ConfigError
 from kafka_mirror.kerberos import keytab_login
 from kafka_mirror.localcluster import LocalKafkaCluster
-from kafka_mirror.localkdc import GSSAPI_LISTENER, LocalKdc, kerberized_cluster
+from kafka_mirror.localkdc import (
+    GSSAPI_LISTENER,
+    LocalKdc,
+    combined_krb5_conf,
+    kerberized_cluster,
+)
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 
@@ -241,6 +246,7 @@ def test_bad_kerberos_login_fails_fast_naming_the_cluster(
 
 
 def test_a_second_principal_in_one_process_is_warned_about(kdc: LocalKdc) -> None:
+    """The fixture's KRB5CCNAME is a single FILE cache: any second principal shares it."""
     first = kdc.principal("first")
     second = kdc.principal("second")
     keytab_login({"sasl.kerberos.keytab": str(kdc.add_principal(first)),
@@ -249,6 +255,28 @@ def test_a_second_principal_in_one_process_is_warned_about(kdc: LocalKdc) -> Non
                             "sasl.kerberos.principal": second}, "cluster 'b'")
     assert warning is not None
     assert "cluster 'b'" in warning and second in warning and first in warning
+    assert "single credential cache" in warning
+
+
+def test_in_a_cache_collection_only_a_second_principal_of_one_realm_is_warned_about(
+    kdc: LocalKdc, realm_b: LocalKdc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    collection = tmp_path / "collection"
+    collection.mkdir(mode=0o700)
+    monkeypatch.setenv("KRB5CCNAME", f"DIR:{collection}")
+    monkeypatch.setenv("KRB5_CONFIG", str(realm_b.dir.parent / "both.conf"))
+    monkeypatch.setattr(kerberos, "_principals", {})  # logins of earlier tests left out
+    one = kdc.principal("coll-one")
+    other_realm = realm_b.principal("coll-two")
+    same_realm = kdc.principal("coll-three")
+    assert keytab_login({"sasl.kerberos.keytab": str(kdc.add_principal(one)),
+                         "sasl.kerberos.principal": one}, "cluster 'a'") is None
+    assert keytab_login({"sasl.kerberos.keytab": str(realm_b.add_principal(other_realm)),
+                         "sasl.kerberos.principal": other_realm}, "cluster 'b'") is None
+    warning = keytab_login({"sasl.kerberos.keytab": str(kdc.add_principal(same_realm)),
+                            "sasl.kerberos.principal": same_realm}, "cluster 'c'")
+    assert warning is not None and "of the same realm" in warning
+    assert same_realm in warning and one in warning and other_realm not in warning
 
 
 @pytest.mark.kafka
@@ -297,3 +325,107 @@ def test_mirror_between_kerberized_clusters(
     assert read_partitions(kerberized, target) == read_partitions(kerberized, topic)
     output = mirror.output()
     assert "not usable" not in output and "uthentication failed" not in output
+
+
+# ------------------------------------------------------------------ two realms, one process
+REALM_B = "REALM-B.TEST"
+REALM_B_HOST = "127.0.0.2"  # a numeric host: MIT Kerberos gives it the default realm
+
+
+@pytest.fixture(scope="module")
+def realm_b(kdc: LocalKdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKdc]:
+    """A second realm, with no trust to the first, and a krb5.conf (``both.conf``) naming both:
+    ``localhost`` (the first cluster's host) is the first realm's, anything else the second's."""
+    base = tmp_path_factory.mktemp("realm-b")
+    with LocalKdc(base, realm=REALM_B) as other:
+        combined_krb5_conf(base / "both.conf", [kdc, other], REALM_B, {"localhost": kdc.realm})
+        yield other
+
+
+@pytest.fixture(scope="module")
+def kerberized_b(realm_b: LocalKdc, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[LocalKafkaCluster]:
+    cluster = kerberized_cluster("kerberized-b", tmp_path_factory.mktemp("krb-kafka-b"), realm_b,
+                                 host=REALM_B_HOST, bind=REALM_B_HOST)
+    with cluster.start(timeout=90):
+        yield cluster
+
+
+def _committed(cluster: LocalKafkaCluster, group: str, topic: str, partitions: int) -> int:
+    consumer = Consumer(cluster.client_config(**{"group.id": group}))
+    try:
+        offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 30)
+        return sum(max(tp.offset, 0) for tp in offsets)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.usefixtures("gssapi_client")
+def test_one_principal_per_realm_in_one_process(
+    kdc: LocalKdc, realm_b: LocalKdc, kerberized: LocalKafkaCluster,
+    kerberized_b: LocalKafkaCluster, mirror_keytab: tuple[str, Path], tmp_path: Path,
+) -> None:
+    """Source in one realm, target in another, a principal of each realm (no trust between the
+    realms, so each cluster accepts only its own): the Spark side logs in per JAAS line, the
+    control plane (librdkafka: topics, heartbeats and checkpoints on the target, the lag group
+    on the source) takes the principal of the broker's realm from the process's cache
+    collection."""
+    principal_a, keytab_a = mirror_keytab
+    principal_b = realm_b.principal("mirror-b")
+    keytab_b = realm_b.add_principal(principal_b)
+    topic = "two-realms"
+    kerberized.create_topic(topic, 2)
+    producer = Producer(kerberized.client_config())
+    for i in range(300):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
+                         headers=[("h", str(i).encode())], timestamp=1_700_000_000_000 + i)
+    assert producer.flush(60) == 0
+    both = realm_b.dir.parent / "both.conf"
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = a, b\n"
+        f"a.bootstrap.servers = {kerberized.bootstrap_for(GSSAPI_LISTENER)}\n"
+        f"b.bootstrap.servers = {kerberized_b.bootstrap_for(GSSAPI_LISTENER)}\n"
+        "security.protocol = SASL_PLAINTEXT\n"
+        "sasl.mechanism = GSSAPI\n"
+        "sasl.kerberos.service.name = kafka\n"
+        f"a.sasl.jaas.config = {_jaas(keytab_a, principal_a)}\n"
+        f"b.sasl.jaas.config = {_jaas(keytab_b, principal_b)}\n"
+        "a->b.enabled = true\n"
+        f"topics = {topic}\n"
+        "replication.factor = 1\n"
+        "emit.checkpoints.interval.seconds = 2\n"
+        "spark.master = local[2]\n"
+        "spark.driver.memory = 768m\n"
+        f"spark.driver.extraJavaOptions = -Djava.security.krb5.conf={both}\n"
+    )
+    # the process's own cache (a private collection), not the test's FILE cache
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log",
+                           env={"KRB5_CONFIG": str(both), "KRB5CCNAME": ""}).start()
+    target = f"a.{topic}"
+    try:
+        def mirrored() -> bool:
+            parts = read_partitions(kerberized_b, target)
+            return sum(len(r) for r in parts.values()) >= 300
+
+        wait_for(mirrored, 180, f"300 records in {target} on the other realm's cluster", mirror)
+        wait_for(lambda: _committed(kerberized, "kafka-mirror.a_to_b", topic, 2) == 300, 60,
+                 "the lag group's positions on the source", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+    finally:
+        mirror.cleanup()
+    assert read_partitions(kerberized_b, target) == read_partitions(kerberized, topic)
+    names = set(AdminClient(kerberized_b.client_config()).list_topics(timeout=30).topics)
+    assert {"heartbeats", "a.checkpoints.internal"} <= names, names
+    output = mirror.output()
+    assert "not usable" not in output and "uthentication failed" not in output
+    assert "another principal" not in output, output[-3000:]
+    # each KDC issued tickets only for its own brokers, to its own principal
+    log_a = (kdc.dir / "krb5kdc.log").read_text()
+    log_b = (realm_b.dir / "krb5kdc.log").read_text()
+    assert f"{principal_b} for kafka/{REALM_B_HOST}@{REALM_B}" in log_b
+    assert f"kafka/{REALM_B_HOST}" not in log_a and "mirror-b" not in log_a

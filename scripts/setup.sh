@@ -14,7 +14,9 @@ if [ "${1:-}" = "--test" ]; then
   # Kerberos tests: a throw-away MIT KDC run by the tests themselves (krb5kdc, kdb5_util,
   # kadmin.local), kinit (librdkafka runs it), Cyrus SASL's GSSAPI plugin (librdkafka's GSSAPI),
   # and the krb5 headers python-gssapi (kafka-python's GSSAPI, in .venv-ansible) is built against.
-  for pkg in krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit libkrb5-dev; do
+  # Metrics tests: a real Prometheus server (and promtool), started by the tests on loopback.
+  for pkg in krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit libkrb5-dev \
+      prometheus; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need_apt+=("$pkg")
   done
 fi
@@ -23,12 +25,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
-  # The tests never use a system KDC: when this run installed krb5-kdc / krb5-admin-server and
-  # their packages started or enabled the services (Debian's postinst does under systemd), stop
-  # and disable them. /etc/krb5.conf (written by Debian's krb5-config) is left alone: the tests
-  # point KRB5_CONFIG / -Djava.security.krb5.conf at a krb5.conf of their own.
+  # The tests never use a system KDC or Prometheus: when this run installed krb5-kdc /
+  # krb5-admin-server / prometheus and their packages started or enabled the services (Debian's
+  # postinst does under systemd), stop and disable them. /etc/krb5.conf (written by Debian's
+  # krb5-config) is left alone: the tests point KRB5_CONFIG / -Djava.security.krb5.conf at a
+  # krb5.conf of their own.
   if [ -d /run/systemd/system ]; then
-    for svc in krb5-kdc krb5-admin-server; do
+    for svc in krb5-kdc krb5-admin-server prometheus; do
       [[ " ${need_apt[*]} " == *" $svc "* ]] || continue
       if systemctl is-active --quiet "$svc" || systemctl is-enabled --quiet "$svc" 2>/dev/null; then
         echo "stopping and disabling $svc (started by its package; the tests run their own KDC)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
@@ -95,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "failover":
             cmd.add_argument("--dry-run", action="store_true",
                              help="print what would be committed, commit nothing")
+
+    status = sub.add_parser("status", help="ask the running mirror how its flows are (state, "
+                            "lag, rates, last batch, errors); exit 0 when it is ready")
+    status.add_argument("config", type=Path, nargs="?", default=None,
+                        help="the mm2.properties the mirror runs (for mirror.metrics.port)")
+    status.add_argument("--url", default=None,
+                        help="the mirror's status URL (default from the config: "
+                        "http://127.0.0.1:<mirror.metrics.port>/status)")
+    status.add_argument("--json", action="store_true", help="the mirror's JSON document")
 
     demo = sub.add_parser("demo", help="two local clusters, sample data, a mirror, a verify")
     demo.add_argument("--workdir", type=Path, default=Path("demo-work"))
@@ -248,7 +258,7 @@ def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
     beats = [h for h in config.heartbeats if h.target.alias == flow.target.alias
              and h.source.alias == flow.source.alias]
     lines.append(
-        f"  heartbeats: every {beats[0].interval:g} s into heartbeats on {flow.target.alias}"
+        f"  heartbeats: every {beats[0].interval:g} s into {beats[0].topic} on {flow.target.alias}"
         if beats else "  heartbeats: not emitted for this pair"
     )
     lines.append(
@@ -283,7 +293,7 @@ def _describe_config(config: MirrorConfig, label: str) -> None:
         print(
             f"flow {flow.name}: topics {','.join(flow.topic_filter.include)} "
             f"excluding {','.join(flow.topic_filter.exclude)}; "
-            f"policy {type(flow.policy).__name__} (e.g. t -> {flow.target_topic('t')}); "
+            f"policy {flow.policy.display_name} (e.g. t -> {flow.target_topic('t')}); "
             f"replication.factor {flow.replication_factor}"
         )
         for line in _describe_syncs(config, flow):
@@ -294,6 +304,10 @@ def _describe_config(config: MirrorConfig, label: str) -> None:
     if others:
         print(f"heartbeats also for pairs that mirror nothing (as MirrorMaker 2 does): "
               f"{', '.join(others)}")
+    if config.metrics is not None:
+        where = f"{config.metrics.bind_address}:{config.metrics.port}"
+        print(f"metrics endpoint: http://{where}/metrics (health: /health/live, "
+              "/health/ready; status: /status)")
     if config.raw:
         unset = [
             (key, values) for key, values in DIFFERENT_DEFAULTS.items()
@@ -307,6 +321,17 @@ def _describe_config(config: MirrorConfig, label: str) -> None:
 def _check_config(path: Path) -> int:
     _describe_config(load_mm2(path), str(path))
     return 0
+
+
+def _status(ns: argparse.Namespace) -> int:
+    from kafka_mirror.status import fetch_status, render, status_url
+
+    if ns.url is None and ns.config is None:
+        raise ConfigError("give the mirror's mm2.properties or --url")
+    url = ns.url or status_url(load_mm2(ns.config), str(ns.config))
+    document = fetch_status(url)
+    print(json.dumps(document, indent=1, sort_keys=True) if ns.json else render(document))
+    return 0 if document.get("ready") else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -326,6 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check_config(ns.config)
         if ns.command == "offsets":
             return _offsets(ns)
+        if ns.command == "status":
+            return _status(ns)
         if ns.command == "demo":
             from kafka_mirror.demo import run_demo
 

@@ -15,7 +15,6 @@ from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.clients import control_producer_config
 from kafka_mirror.config.model import HeartbeatSpec
 from kafka_mirror.mm2_records import Heartbeat
-from kafka_mirror.policy import HEARTBEATS_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +29,7 @@ class HeartbeatEmitter:
         self.errors = 0
 
     def start(self) -> None:
-        self.admin.ensure_compacted_topic(HEARTBEATS_TOPIC, self.spec.replication_factor)
+        self.admin.ensure_compacted_topic(self.spec.topic, self.spec.replication_factor)
 
     def beat(self) -> None:
         now = int(time.time() * 1000)
@@ -41,7 +40,7 @@ class HeartbeatEmitter:
                 self.errors += 1
                 log.warning("heartbeat %s not delivered: %s", self.spec.name, error)
 
-        self.producer.produce(HEARTBEATS_TOPIC, beat.value(), beat.key(), partition=0,
+        self.producer.produce(self.spec.topic, beat.value(), beat.key(), partition=0,
                               timestamp=now, on_delivery=delivered)
         self.producer.poll(0)
 

@@ -5,7 +5,8 @@ Two directories of jars are produced by the Maven build under ``jvm/``:
 * ``kafka-dist/target/lib`` -- Apache Kafka (broker, tools, MirrorMaker 2) and its logging
   binding; it is the class path of the local test clusters and of stock MirrorMaker 2.
 * ``spark-connector/target/lib`` -- Spark's Kafka connector with the dependencies pyspark does
-  not already ship, plus the kafka.mirror producer interceptor jar.
+  not already ship, plus the kafka.mirror producer interceptor jar and Kafka's
+  ``connect-mirror-client`` (the ``ReplicationPolicy`` interface a custom policy implements).
 
 The ``jvm/`` directory is found through the ``KAFKA_MIRROR_JVM_HOME`` environment variable, or
 else next to the package sources (``<repo>/jvm``).
@@ -26,6 +27,7 @@ __all__ = [
     "jvm_home",
     "kafka_classpath",
     "kafka_dist_lib",
+    "mirror_client_jars",
     "spark_connector_jars",
     "spark_connector_lib",
 ]
@@ -36,6 +38,7 @@ BUILD_COMMAND = "mvn -q -f jvm/pom.xml package -DskipTests"
 KAFKA_DIST_LIB = Path("kafka-dist") / "target" / "lib"
 SPARK_CONNECTOR_LIB = Path("spark-connector") / "target" / "lib"
 INTERCEPTOR_JAR_PREFIX = "kafka-mirror-interceptor-"
+MIRROR_CLIENT_JAR_PREFIXES = ("connect-mirror-client-", "kafka-clients-")
 
 
 class JvmArtifactsMissing(RuntimeError):
@@ -97,6 +100,20 @@ def interceptor_jar() -> Path:
         if jar.name.startswith(INTERCEPTOR_JAR_PREFIX):
             return jar
     raise JvmArtifactsMissing(lib / f"{INTERCEPTOR_JAR_PREFIX}*.jar", "Interceptor jar")
+
+
+def mirror_client_jars() -> list[Path]:
+    """Kafka's ``connect-mirror-client`` and the ``kafka-clients`` it needs (both in the
+    spark-connector lib directory): the class path of a custom replication policy."""
+    lib = spark_connector_lib()
+    jars = spark_connector_jars()
+    found = []
+    for prefix in MIRROR_CLIENT_JAR_PREFIXES:
+        match = [j for j in jars if j.name.startswith(prefix)]
+        if not match:
+            raise JvmArtifactsMissing(lib / f"{prefix}*.jar", "Kafka connect-mirror-client jars")
+        found.append(match[0])
+    return found
 
 
 def java_executable() -> str:

@@ -6,6 +6,7 @@ Modelled on Kafka's ``org.apache.kafka.connect.mirror.ReplicationPolicy``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass
 
 DEFAULT_POLICY_CLASS = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
@@ -87,8 +88,14 @@ class ReplicationPolicy(ABC):
             current = upstream
         return False
 
-    def spark_topic_expression(self, source_alias: str) -> str:
-        """A Spark SQL expression over the source column ``topic`` giving the target name."""
+    @property
+    def display_name(self) -> str:
+        """How check-config names the policy."""
+        return type(self).__name__
+
+    def spark_topic_expression(self, source_alias: str, topics: Collection[str]) -> str:
+        """A Spark SQL expression over the source column ``topic`` giving the target name, for a
+        query that reads ``topics`` (which a policy that needs them may use)."""
         prefix = self.format_remote_topic(source_alias, "")
         if not prefix:
             return "topic"
@@ -171,7 +178,7 @@ class IdentityReplicationPolicy(DefaultReplicationPolicy):
     def upstream_topic(self, topic: str) -> str | None:
         return super().upstream_topic(topic) if self._heartbeat(topic) else topic
 
-    def spark_topic_expression(self, source_alias: str) -> str:
+    def spark_topic_expression(self, source_alias: str, topics: Collection[str]) -> str:
         prefix = sql_string(super().format_remote_topic(source_alias, ""))
         suffix = sql_string("%" + self.heartbeats_topic())
         return f"CASE WHEN topic LIKE {suffix} THEN concat({prefix}, topic) ELSE topic END"

@@ -8,11 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from kafka_mirror.config import keys
+from kafka_mirror.config.connector import connector_config
 from kafka_mirror.config.loops import refuse_identity_loops
 from kafka_mirror.config.model import (
     ClusterSpec,
     FlowSpec,
     HeartbeatSpec,
+    MetricsSettings,
     MirrorConfig,
     SyncSettings,
 )
@@ -21,6 +23,7 @@ from kafka_mirror.config.providers import resolve_providers
 from kafka_mirror.config.values import Values
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.group_filter import DEFAULT_GROUPS_EXCLUDE, GroupFilter
+from kafka_mirror.java_policy import PolicyLoadError, load_policy
 from kafka_mirror.policy import (
     DEFAULT_POLICY_CLASS,
     POLICY_CLASSES,
@@ -32,7 +35,7 @@ from kafka_mirror.topic_filter import DEFAULT_TOPICS_EXCLUDE, TopicFilter
 
 _FLOW_KEY = re.compile(r"(?P<source>[^.>\s]+)->(?P<target>[^.\s]+)\.(?P<key>.+)")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
-ENGINE_KEYS = frozenset({"mirror.state.dir"})
+ENGINE_KEYS = frozenset({"mirror.state.dir", "mirror.metrics.port", "mirror.metrics.bind.address"})
 _PASSED_ON = ("spark.", "config.providers")
 
 
@@ -72,19 +75,20 @@ def _cluster(alias: str, top: Mapping[str, str], origin: str) -> ClusterSpec:
     )
 
 
-def make_policy(values: Values, key_prefix: str = "") -> ReplicationPolicy:
-    class_key = key_prefix + "replication.policy.class"
-    kind = POLICY_CLASSES.get(values.text(class_key, DEFAULT_POLICY_CLASS))
+def make_policy(values: Values, source: str, target: str) -> ReplicationPolicy:
+    """The flow's policy: Default and Identity re-implemented here, any other class loaded from
+    the class path (``$CLASSPATH``) and configured as MM2 configures it (:mod:`java_policy`)."""
+    class_key = "replication.policy.class"
+    class_name = values.text(class_key, DEFAULT_POLICY_CLASS)
+    kind = POLICY_CLASSES.get(class_name)
     if kind is None:
-        raise values.error(
-            class_key,
-            "unsupported replication policy; use DefaultReplicationPolicy or "
-            "IdentityReplicationPolicy",
-        )
-    separator = values.props.get(key_prefix + "replication.policy.separator", ".")
-    internal = values.boolean(
-        key_prefix + "replication.policy.internal.topic.separator.enabled", True
-    )
+        top = values.top if isinstance(values, _FlowValues) else values.props
+        try:
+            return load_policy(class_name, connector_config(top, source, target))
+        except PolicyLoadError as exc:
+            raise values.error(class_key, f"cannot load the replication policy: {exc}") from None
+    separator = values.props.get("replication.policy.separator", ".")
+    internal = values.boolean("replication.policy.internal.topic.separator.enabled", True)
     if kind == "identity":
         return IdentityReplicationPolicy(separator, internal)
     return DefaultReplicationPolicy(separator, internal)
@@ -155,7 +159,7 @@ def flow_settings(
         source=source,
         target=target,
         topic_filter=topic_filter,
-        policy=make_policy(values),
+        policy=make_policy(values, source.alias, target.alias),
         replication_factor=replication_factor,
         sync_topic_configs=values.boolean("sync.topic.configs.enabled", True),
         config_properties_exclude=values.regex_list(exclude_cfg_key, ()),
@@ -183,6 +187,12 @@ def _check_keys(props: Mapping[str, str], aliases: list[str], origin: str) -> li
     """Notices for keys kafka-mirror does not act on; nothing here is fatal."""
     notices: list[str] = []
     known = sorted(keys.FLOW_KEYS | ENGINE_KEYS | {"clusters"})
+    # a policy class of the user's own gets every replication.policy* key, as in MM2
+    custom_policy = any(
+        k.endswith("replication.policy.class") and v.strip() not in POLICY_CLASSES
+        for k, v in props.items()
+    )
+    policy_keys = ("replication.policy.",) if custom_policy else ()
 
     def unused(key: str, rest: str) -> bool:
         why = keys.not_supported(rest)
@@ -191,12 +201,12 @@ def _check_keys(props: Mapping[str, str], aliases: list[str], origin: str) -> li
         return why is not None
 
     for key in props:
-        if key == "clusters" or key in ENGINE_KEYS or key.startswith(_PASSED_ON):
+        if key == "clusters" or key in ENGINE_KEYS or key.startswith((*_PASSED_ON, *policy_keys)):
             continue
         match = _FLOW_KEY.fullmatch(key)
         if match:
             rest = match["key"]
-            if rest in keys.FLOW_KEYS or rest.startswith(keys.CLIENT_ROLES):
+            if rest in keys.FLOW_KEYS or rest.startswith((*keys.CLIENT_ROLES, *policy_keys)):
                 continue
             if not unused(key, rest):
                 notices.append(
@@ -293,7 +303,18 @@ def mm2_from_properties(raw: Mapping[str, str], origin: str) -> MirrorConfig:
         notices=tuple(alias_notices + _check_keys(props, aliases, origin)),
         heartbeats=tuple(_heartbeats(props, aliases, clusters, origin)),
         raw=dict(props),
+        metrics=metrics_settings(top),
     )
+
+
+def metrics_settings(values: Values) -> MetricsSettings | None:
+    """The metrics endpoint, when ``mirror.metrics.port`` is set (off by default)."""
+    if not values.text("mirror.metrics.port", ""):
+        return None
+    port = values.integer("mirror.metrics.port", 0, 1)
+    if port > 65535:
+        raise values.error("mirror.metrics.port", "expected a TCP port, 1 to 65535")
+    return MetricsSettings(port, values.text("mirror.metrics.bind.address", "0.0.0.0"))
 
 
 def _heartbeats(
@@ -311,6 +332,7 @@ def _heartbeats(
                 source=clusters[source],
                 target=clusters[target],
                 interval=values.number("emit.heartbeats.interval.seconds", 1.0, 0.01),
+                topic=make_policy(values, source, target).heartbeats_topic(),
                 replication_factor=_replication_factor(
                     values, "heartbeats.topic.replication.factor"
                 ),
@@ -330,7 +352,7 @@ def _pairs(
             if source != target:
                 prefix = f"{source}->{target}."
                 scoped = _strip(props, prefix)
-                values = _FlowValues({**props, **scoped}, origin, prefix, scoped, hidden)
+                values = _FlowValues(props, origin, prefix, scoped, hidden)
                 out.append((source, target, values))
     return out
 
@@ -342,7 +364,8 @@ class _FlowValues(Values):
         self, props: Mapping[str, str], source: str, prefix: str, scoped: Mapping[str, str],
         hidden: frozenset[str] = frozenset(),
     ) -> None:
-        super().__init__(props, source, hidden)
+        super().__init__({**props, **scoped}, source, hidden)
+        self.top = props  # the file's keys, before the flow's own override them
         self.prefix = prefix
         self.scoped = scoped
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_mirror.group_filter import GroupFilter
-from kafka_mirror.policy import ReplicationPolicy
+from kafka_mirror.policy import HEARTBEATS_TOPIC, ReplicationPolicy
 from kafka_mirror.topic_filter import TopicFilter
 
 
@@ -52,12 +52,14 @@ class SyncSettings:
 @dataclass(frozen=True)
 class HeartbeatSpec:
     """MM2 emits heartbeats for every pair whose ``emit.heartbeats.enabled`` holds, enabled or not:
-    key (source, target) into ``heartbeats`` on the target."""
+    key (source, target) into ``heartbeats`` (the pair's policy's ``heartbeatsTopic``) on the
+    target."""
 
     source: ClusterSpec
     target: ClusterSpec
     interval: float = 1.0  # emit.heartbeats.interval.seconds
     replication_factor: int = -1  # heartbeats.topic.replication.factor
+    topic: str = HEARTBEATS_TOPIC
 
     @property
     def name(self) -> str:
@@ -119,6 +121,14 @@ class FlowSpec:
 
 
 @dataclass(frozen=True)
+class MetricsSettings:
+    """The metrics endpoint: ``mirror.metrics.port``, ``mirror.metrics.bind.address``."""
+
+    port: int
+    bind_address: str = "0.0.0.0"
+
+
+@dataclass(frozen=True)
 class MirrorConfig:
     """Everything a mirror process runs: clusters, enabled flows, Spark settings."""
 
@@ -130,3 +140,4 @@ class MirrorConfig:
     notices: tuple[str, ...] = ()
     heartbeats: tuple[HeartbeatSpec, ...] = ()
     raw: Mapping[str, str] = field(default_factory=dict)
+    metrics: MetricsSettings | None = None

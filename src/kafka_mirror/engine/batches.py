@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafka_mirror.config.model import FlowSpec
@@ -35,6 +35,8 @@ class BatchCommitted:
     bytes: int
     input_rate: float
     process_rate: float
+    duration: float = 0.0  # seconds the batch took
+    observed: Mapping[str, Any] = field(default_factory=dict)  # the flow's observe() row
 
     @property
     def moved(self) -> bool:
@@ -68,18 +70,18 @@ def parse_offsets(text: Any) -> Positions:
     }
 
 
-def observed(progress: Any, name: str) -> tuple[int, int]:
-    """(records, bytes) the flow's ``observe`` counted in the batch."""
+def observed_row(progress: Any, name: str) -> dict[str, Any]:
+    """What the flow's ``observe`` computed over the batch."""
     metrics = getattr(progress, "observedMetrics", None) or {}
     row = metrics.get(name)
     if row is None:
-        return 0, 0
-    values = row.asDict() if hasattr(row, "asDict") else dict(row)
-    return int(values.get("records") or 0), int(values.get("bytes") or 0)
+        return {}
+    return dict(row.asDict() if hasattr(row, "asDict") else row)
 
 
 def event_from_progress(
-    flow: FlowSpec, progress: Any, written: BatchWritten | None
+    flow: FlowSpec, progress: Any, written: BatchWritten | None,
+    row: Mapping[str, Any] | None = None,
 ) -> BatchCommitted:
     """The committed batch as Spark's progress reports it, with the sizes and target offsets
     its :class:`BatchWriter` measured."""
@@ -98,6 +100,8 @@ def event_from_progress(
         bytes=written.bytes if moved and written else 0,
         input_rate=float(progress.inputRowsPerSecond or 0.0),
         process_rate=float(progress.processedRowsPerSecond or 0.0),
+        duration=float(getattr(progress, "batchDuration", 0) or 0) / 1000.0,
+        observed=dict(row or {}),
     )
 
 

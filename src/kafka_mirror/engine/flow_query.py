@@ -9,6 +9,7 @@ from typing import Any
 from kafka_mirror.clients import TIMESTAMP_HEADER, spark_source_options
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWriter
+from kafka_mirror.metrics import observe_columns
 from kafka_mirror.policy import sql_string
 
 OBSERVATION = "kafka_mirror"
@@ -26,8 +27,12 @@ _HEADERS = (
 )
 
 
-def mirror_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str) -> Any:
-    """The streaming DataFrame of target records for the assigned source partitions."""
+def mirror_frame(
+    spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str, with_latency: bool = False
+) -> Any:
+    """The streaming DataFrame of target records for the assigned source partitions; its
+    ``observe`` counts records and bytes (and, ``with_latency``, what the replication latency
+    metric needs: :func:`kafka_mirror.metrics.observe_columns`)."""
     reader = spark.readStream.format("kafka")
     for key, value in spark_source_options(flow).items():
         reader = reader.option(key, value)
@@ -39,18 +44,19 @@ def mirror_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int], start: 
     )
     from pyspark.sql import functions
 
-    out = source.selectExpr(
-        f"{flow.policy.spark_topic_expression(flow.source.alias)} AS topic",
+    size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
+    aggregates = {"records": "count(1)", "bytes": f"sum({size})"}
+    if with_latency:
+        aggregates |= observe_columns()
+    observed = source.observe(
+        OBSERVATION, *(functions.expr(sql).alias(name) for name, sql in aggregates.items())
+    )
+    return observed.selectExpr(
+        f"{flow.policy.spark_topic_expression(flow.source.alias, assignment)} AS topic",
         "partition",
         "key",
         "value",
         f"{_HEADERS} AS headers",
-    )
-    size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
-    return out.observe(
-        OBSERVATION,
-        functions.expr("count(1)").alias("records"),
-        functions.expr(f"sum({size})").alias("bytes"),
     )
 
 
@@ -61,9 +67,11 @@ def start_query(
     start: str,
     checkpoint: Path,
     batch_writer: BatchWriter,
+    with_latency: bool = False,
 ) -> Any:
     """Start the flow's query; each batch is flushed (acks=all) before Spark commits it."""
-    writer = mirror_frame(spark, flow, assignment, start).writeStream.foreachBatch(batch_writer)
+    frame = mirror_frame(spark, flow, assignment, start, with_latency)
+    writer = frame.writeStream.foreachBatch(batch_writer)
     writer = writer.option("checkpointLocation", str(checkpoint)).queryName(flow.path_name)
     if flow.trigger_interval_ms > 0:
         writer = writer.trigger(processingTime=f"{flow.trigger_interval_ms} milliseconds")

@@ -20,7 +20,7 @@ from kafka_mirror.engine.batch_writer import (
     WriteHook,
     run_write_hooks,
 )
-from kafka_mirror.engine.batches import BatchHook, event_from_progress, observed, run_hooks
+from kafka_mirror.engine.batches import BatchHook, event_from_progress, observed_row, run_hooks
 from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
 from kafka_mirror.engine.flow_query import OBSERVATION, start_query
 from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
@@ -41,6 +41,8 @@ from kafka_mirror.engine.session import (
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.heartbeats import HeartbeatEmitter
 from kafka_mirror.lag import LagCommitter
+from kafka_mirror.metrics import MirrorMetrics
+from kafka_mirror.metrics_server import MetricsServer, MirrorStatus
 from kafka_mirror.mm2_positions import mm2_offsets_topic, read_mm2_positions
 from kafka_mirror.offset_ranges import OffsetRanges
 from kafka_mirror.offset_syncs import OffsetSyncWriter
@@ -73,6 +75,19 @@ def _reason(error: str, exception: str) -> str:
         if at >= 0:
             return line[at:].strip()[:300]
     return _first_line(error)
+
+
+def error_kind(error: str) -> str:
+    """The kind of a flow's failure, for ``kafka_mirror_errors_total``."""
+    lowered = error.lower()
+    if "authoriz" in lowered or "authenticat" in lowered or "sasl" in lowered:
+        return "authorization"
+    if any(p in error for p in PERMANENT_FAILURES):
+        return "record_rejected"
+    if any(w in lowered for w in ("timeout", "disconnect", "connection", "unreachable",
+                                  "not usable", "network")):
+        return "unreachable"
+    return "other"
 
 
 def refused_batch(flow: FlowSpec, checkpoint: Path) -> str | None:
@@ -121,8 +136,12 @@ class FlowRunner:
         state_root: Path,
         admins: Mapping[str, ClusterAdmin],
         raw_config: Mapping[str, str] | None = None,
+        metrics: MirrorMetrics | None = None,
     ) -> None:
         self.flow = flow
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.register(flow)
         self.state = FlowState(state_root / flow.path_name)
         self.source = admins[flow.source.alias]
         self.target = admins[flow.target.alias]
@@ -210,17 +229,21 @@ class FlowRunner:
         """(Re)start the query when the partitions to mirror changed."""
         recreated = recreated_topics(self.started_ids, self.topic_ids)
         if assignment != self.assignment or (assignment and self.query is None):
+            reason = None
             if self.assignment:
                 log.info("flow %s: topics or partitions changed; restarting", self.flow.name)
-            self._restart(spark, assignment)
+                reason = "topics_changed"
+            elif self.failures:
+                reason = "failure"
+            self._restart(spark, assignment, reason)
         elif self.query is not None and recreated:
             log.info("flow %s: source topics deleted and created again (%s); restarting",
                      self.flow.name, ", ".join(recreated))
-            self._restart(spark, assignment)
+            self._restart(spark, assignment, "topic_recreated")
         elif self.query is not None and self.largest_batch > self.started_largest_batch:
             log.info("flow %s: a source topic now accepts records up to %d bytes; restarting "
                      "with a producer that sends them", self.flow.name, self.largest_batch)
-            self._restart(spark, assignment)
+            self._restart(spark, assignment, "record_size")
 
     def takeover_positions(self) -> Positions | None:
         """Where a first run starts when another mirror ran before: MirrorMaker 1's consumer
@@ -247,9 +270,14 @@ class FlowRunner:
                 return positions
         return None
 
-    def _restart(self, spark: Any, assignment: dict[str, int]) -> None:
+    def _restart(self, spark: Any, assignment: dict[str, int], reason: str | None = None
+                 ) -> None:
         self.stop()
         self.assignment = assignment
+        if self.metrics is not None:
+            self.metrics.set_assignment(self.flow, assignment)
+            if reason is not None:
+                self.metrics.restarted(self.flow, reason)
         if not assignment:
             log.info("flow %s: no source topic matches yet", self.flow.name)
             return
@@ -269,7 +297,8 @@ class FlowRunner:
             self.target_offsets,
         )
         self.started_largest_batch = self.largest_batch
-        self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer)
+        self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
+                                 with_latency=self.metrics is not None)
         self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
         self.writers[str(self.query.runId)] = writer
         log.info(
@@ -347,6 +376,9 @@ class FlowRunner:
                         f"{reason}\n{error}"
                     log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
                               _first_line(self.failed))
+                    if self.metrics is not None:
+                        self.metrics.failed(self.flow, error_kind(error),
+                                            _first_line(self.failed))
                     return
                 raise MirrorError(f"query failed: {_first_line(error)}")
             wanted = self.flow.refresh_topics or self.query is None
@@ -358,10 +390,21 @@ class FlowRunner:
                 self.failures = 0
         except Exception as exc:
             self.failures += 1
+            if self.metrics is not None:
+                message = _first_line(str(exc))
+                self.metrics.failed(self.flow, error_kind(str(exc)), message)
             delay = min(MAX_RETRY_SECONDS, 2.0 ** min(self.failures, 6))
             self.retry_at = now + delay
             log.warning("flow %s: %s; retrying in %.0f s (attempt %d)", self.flow.name,
                         _first_line(str(exc)), delay, self.failures)
+
+    def phase(self) -> str:
+        """starting, running, retrying (after a failure, with backoff) or failed (for good)."""
+        if self.failed is not None:
+            return "failed"
+        if self.failures:
+            return "retrying"
+        return "running" if self.query is not None and self.query.isActive else "starting"
 
     def begin_stop(self) -> None:
         """No new batch starts writing from now on (the one writing finishes)."""
@@ -411,13 +454,14 @@ class _Listener:
         if runner is None or not progress.sources:
             return
         writer = runner.writers.get(str(progress.runId))
-        records, size = observed(progress, OBSERVATION)
+        row = observed_row(progress, OBSERVATION)
+        records, size = int(row.get("records") or 0), int(row.get("bytes") or 0)
         written = (
             writer.completed(int(progress.batchId), records, size) if writer is not None else None
         )
         if written is not None:
             run_write_hooks(runner.hooks, written)
-        event = event_from_progress(runner.flow, progress, written)
+        event = event_from_progress(runner.flow, progress, written, row)
         run_hooks(self.hooks, event)
 
 
@@ -452,6 +496,8 @@ class Mirror:
         connect_timeout: float = 30.0,
     ) -> None:
         self.config = config
+        self.metrics = MirrorMetrics() if config.metrics is not None else None
+        self.status = MirrorStatus(self.metrics) if self.metrics is not None else None
         self.state_dir = state_dir
         self.cli_spark_conf = dict(cli_spark_conf or {})
         self.jars_dir = jars_dir
@@ -508,6 +554,25 @@ class Mirror:
         return tasks, checkpointers, emitters
 
     def run(self, stop: threading.Event) -> None:
+        """Mirror until ``stop`` is set (or every flow stopped for good), serving the metrics
+        endpoint meanwhile when it is configured."""
+        server = None
+        if self.config.metrics is not None and self.metrics is not None and self.status:
+            server = MetricsServer(self.config.metrics, self.metrics, self.status).start()
+        try:
+            self._run(stop)
+        finally:
+            if server is not None:
+                server.stop()
+
+    def _beat(self, runners: Mapping[str, FlowRunner]) -> None:
+        if self.metrics is None or self.status is None:
+            return
+        self.status.beat()
+        for runner in runners.values():
+            self.metrics.set_state(runner.flow, runner.phase())
+
+    def _run(self, stop: threading.Event) -> None:
         for notice in self.config.notices:
             log.warning("%s", notice)
         for flow in self.config.flows:
@@ -520,7 +585,8 @@ class Mirror:
         wait_for_master(conf, self.connect_timeout)
         admins = self.connect()
         runners = {
-            flow.path_name: FlowRunner(flow, self.state_dir, admins, self.config.raw)
+            flow.path_name: FlowRunner(flow, self.state_dir, admins, self.config.raw,
+                                       self.metrics)
             for flow in self.config.flows
         }
         # internal topics first (a heartbeats topic is mirrored like any topic), then the
@@ -541,16 +607,19 @@ class Mirror:
             raise
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0).start()
-        spark.streams.addListener(
-            _spark_listener(_Listener(runners, [ProgressReporter(), lag]))
-        )
+        hooks: list[BatchHook] = [ProgressReporter(), lag]
+        if self.metrics is not None:
+            hooks.append(self.metrics)
+        spark.streams.addListener(_spark_listener(_Listener(runners, hooks)))
         try:
             for name, runner in runners.items():
                 if runner.failed is None:
                     runner.follow(spark, initial[name])
+            self._beat(runners)
             while not stop.wait(1.0):
                 for runner in runners.values():
                     runner.tick(spark)
+                self._beat(runners)
                 if all(runner.failed is not None for runner in runners.values()):
                     raise _stopped_for_good(runners)
         finally:

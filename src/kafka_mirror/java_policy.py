@@ -1,0 +1,205 @@
+"""A ``replication.policy.class`` of the user's own: the Java class itself, in the policy JVM.
+
+Loaded as MirrorMaker 2 loads it (Kafka's ``AbstractConfig.getConfiguredInstance``): the class by
+name, which must implement ``org.apache.kafka.connect.mirror.ReplicationPolicy``; an instance
+from its public no-argument constructor; ``configure(map)`` with the flow's connector
+configuration when it is ``Configurable``. Every answer is memoized per argument: the policy is
+asked about every topic at every refresh, and MM2 too relies on it naming a topic the same way
+every time (on every task, after every restart).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar
+
+from kafka_mirror import policy_jvm
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.policy import ReplicationPolicy, sql_string
+
+POLICY_INTERFACE = "org.apache.kafka.connect.mirror.ReplicationPolicy"
+CONFIGURABLE = "org.apache.kafka.common.Configurable"
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, str, frozenset[tuple[str, str]]], JavaReplicationPolicy] = {}
+
+
+class PolicyLoadError(Exception):
+    """The class cannot serve as a replication policy; the message says why (Java's reason)."""
+
+
+class PolicyCallError(MirrorError):
+    """The policy threw (or answered null where a name is needed) while in use."""
+
+
+def java_reason(error: Any) -> str:
+    """``Class: message`` of a Java exception (the cause of a reflective call's wrapper)."""
+    throwable = getattr(error, "java_exception", error)
+    while True:
+        cause = throwable.getCause()
+        wrapper = throwable.getClass().getName() in (
+            "java.lang.reflect.InvocationTargetException",
+            "java.lang.ExceptionInInitializerError",
+        )
+        if cause is None or not wrapper:
+            return str(throwable.toString())
+        throwable = cause
+
+
+def load_policy(class_name: str, config: Mapping[str, str]) -> JavaReplicationPolicy:
+    """The configured policy (one per class and configuration: flows with the same settings
+    share it); raises :class:`PolicyLoadError`."""
+    gateway = policy_jvm.gateway()
+    key = (policy_jvm.classpath(), class_name, frozenset(config.items()))
+    with _lock:
+        found = _loaded.get(key)
+        if found is None:
+            found = _loaded[key] = JavaReplicationPolicy(
+                class_name, _instantiate(gateway, class_name, config)
+            )
+        return found
+
+
+def _instantiate(gateway: Any, class_name: str, config: Mapping[str, str]) -> Any:
+    from py4j.protocol import Py4JJavaError
+
+    jvm = gateway.jvm
+    loader = jvm.java.lang.ClassLoader.getSystemClassLoader()
+    try:
+        cls = jvm.java.lang.Class.forName(class_name, True, loader)
+    except Py4JJavaError as exc:
+        raise PolicyLoadError(
+            f"class not found or not loadable: {java_reason(exc)} (class path: $CLASSPATH, then "
+            "Kafka's connect-mirror-client and kafka-clients; put the policy's jar on CLASSPATH)"
+        ) from None
+    if not jvm.java.lang.Class.forName(POLICY_INTERFACE, False, loader).isAssignableFrom(cls):
+        raise PolicyLoadError(f"{class_name} does not implement {POLICY_INTERFACE}")
+    try:
+        constructor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
+        instance = constructor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
+    except Py4JJavaError as exc:
+        raise PolicyLoadError(
+            f"cannot create an instance with the public no-argument constructor: "
+            f"{java_reason(exc)}"
+        ) from None
+    if jvm.java.lang.Class.forName(CONFIGURABLE, False, loader).isInstance(instance):
+        settings = jvm.java.util.HashMap()
+        for name, value in config.items():
+            settings.put(name, value)
+        try:
+            instance.configure(settings)
+        except Py4JJavaError as exc:
+            raise PolicyLoadError(f"configure() failed: {java_reason(exc)}") from None
+    return instance
+
+
+class JavaReplicationPolicy(ReplicationPolicy):
+    """Every name and test answered by the Java policy (cycle detection included, through its
+    ``topicSource`` and ``upstreamTopic``), memoized per argument."""
+
+    def __init__(self, class_name: str, instance: Any) -> None:
+        self.class_name = class_name
+        self._instance = instance
+        self._memo: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+    @property
+    def display_name(self) -> str:
+        return self.class_name
+
+    def __repr__(self) -> str:
+        return f"JavaReplicationPolicy({self.class_name!r})"
+
+    def _call(self, method: str, args: tuple[str, ...], check: Callable[[Any], T]) -> T:
+        key = (method, args)
+        if key in self._memo:
+            return check(self._memo[key])
+        from py4j.protocol import Py4JJavaError
+
+        shown = ", ".join(repr(a) for a in args)
+        try:
+            value = getattr(self._instance, method)(*args)
+        except Py4JJavaError as exc:
+            raise PolicyCallError(
+                f"replication policy {self.class_name}: {method}({shown}) threw "
+                f"{java_reason(exc)}"
+            ) from None
+        try:
+            answer = check(value)
+        except TypeError:
+            raise PolicyCallError(
+                f"replication policy {self.class_name}: {method}({shown}) returned {value!r}"
+            ) from None
+        self._memo[key] = answer
+        return answer
+
+    def _name(self, method: str, *args: str) -> str:
+        return self._call(method, args, _text)
+
+    def _optional(self, method: str, *args: str) -> str | None:
+        return self._call(method, args, _optional_text)
+
+    def _test(self, method: str, *args: str) -> bool:
+        return self._call(method, args, _flag)
+
+    def format_remote_topic(self, source_alias: str, topic: str) -> str:
+        return self._name("formatRemoteTopic", source_alias, topic)
+
+    def topic_source(self, topic: str) -> str | None:
+        return self._optional("topicSource", topic)
+
+    def upstream_topic(self, topic: str) -> str | None:
+        return self._optional("upstreamTopic", topic)
+
+    def original_topic(self, topic: str) -> str:
+        return self._name("originalTopic", topic)
+
+    def heartbeats_topic(self) -> str:
+        return self._name("heartbeatsTopic")
+
+    def offset_syncs_topic(self, cluster_alias: str) -> str:
+        return self._name("offsetSyncsTopic", cluster_alias)
+
+    def checkpoints_topic(self, source_alias: str) -> str:
+        return self._name("checkpointsTopic", source_alias)
+
+    def is_heartbeats_topic(self, topic: str) -> bool:
+        return self._test("isHeartbeatsTopic", topic)
+
+    def is_checkpoints_topic(self, topic: str) -> bool:
+        return self._test("isCheckpointsTopic", topic)
+
+    def is_mm2_internal_topic(self, topic: str) -> bool:
+        return self._test("isMM2InternalTopic", topic)
+
+    def is_internal_topic(self, topic: str) -> bool:
+        return self._test("isInternalTopic", topic)
+
+    def spark_topic_expression(self, source_alias: str, topics: Collection[str]) -> str:
+        """``CASE topic WHEN 'a' THEN '<name of a>' ... END``: the names, computed here, of the
+        topics the query reads (no other topic reaches it)."""
+        if not topics:
+            return "CAST(NULL AS STRING)"
+        cases = " ".join(
+            f"WHEN {sql_string(t)} THEN {sql_string(self.format_remote_topic(source_alias, t))}"
+            for t in sorted(topics)
+        )
+        return f"CASE topic {cases} END"
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(value)
+    return value

@@ -1,0 +1,242 @@
+"""Prometheus metrics of a running mirror (``prometheus_client``), fed by its batches and flows.
+
+Names follow Prometheus' conventions (base units, ``_total`` counters); README's "Metrics"
+section maps each to MirrorMaker 2's JMX metric. Replication latency is measured per record
+without Python touching records: each batch's ``observe()`` counts, in the JVM, how many records
+are at most so old at the batch's start (:data:`AGE_GRID_MS`), with their mean and oldest
+timestamp; when the batch has committed (it is on the target), the age each record had at that
+moment is its age at the batch's start plus the batch's run time. Histogram buckets are then
+filled from the grid conservatively: a record counts in a bucket only when it surely belongs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.batches import BatchCommitted
+
+# replication latency buckets, seconds
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                   300.0)
+# ages (ms, at the batch's start) the JVM counts records under; the buckets less a batch's run
+# time fall between them
+AGE_GRID_MS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000,
+               30_000, 60_000, 120_000, 300_000)
+FLOW_STATES = ("starting", "running", "retrying", "failed")
+RESTART_REASONS = ("topics_changed", "topic_recreated", "record_size", "failure")
+ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "other")
+FLOW_LABELS = ("flow", "source", "target")
+
+
+def observe_columns() -> dict[str, str]:
+    """Spark SQL aggregates over a batch's source rows (column ``timestamp``) that latency
+    needs: the batch's own time (``current_timestamp()`` is fixed per micro-batch), the mean and
+    oldest record time, and per grid age the records at most that old."""
+    ts = "unix_millis(timestamp)"
+    now = "unix_millis(current_timestamp())"
+    columns = {
+        "batch_ms": f"max({now})",
+        "ts_avg_ms": f"avg({ts})",
+        "ts_min_ms": f"min({ts})",
+    }
+    for age in AGE_GRID_MS:
+        columns[f"age_le_{age}"] = f"count_if({now} - {ts} <= {age})"
+    return columns
+
+
+@dataclass
+class _Latency:
+    buckets: list[float] = field(default_factory=lambda: [0.0] * len(LATENCY_BUCKETS))
+    count: float = 0.0
+    total: float = 0.0
+
+
+class _LatencyCollector(Collector):
+    """``kafka_mirror_replication_latency_seconds``: a histogram assembled from bucket counts
+    (prometheus_client's Histogram takes one value at a time)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.series: dict[tuple[str, str, str], _Latency] = {}
+
+    def add(self, labels: tuple[str, str, str], row: Mapping[str, Any], records: int,
+            committed_ms: float) -> None:
+        if records <= 0 or row.get("batch_ms") is None or row.get("ts_avg_ms") is None:
+            return
+        ran_ms = max(0.0, committed_ms - float(row["batch_ms"]))
+        below = [(age, int(row.get(f"age_le_{age}") or 0)) for age in AGE_GRID_MS]
+        with self.lock:
+            series = self.series.setdefault(labels, _Latency())
+            for i, bound in enumerate(LATENCY_BUCKETS):
+                limit = bound * 1000.0 - ran_ms
+                sure = max((n for age, n in below if age <= limit), default=0)
+                series.buckets[i] += sure
+            series.count += records
+            series.total += records * max(0.0, committed_ms - float(row["ts_avg_ms"])) / 1000.0
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(
+            "kafka_mirror_replication_latency_seconds",
+            "Age of mirrored records when their batch was on the target (source record "
+            "timestamp to batch commit)",
+            labels=FLOW_LABELS,
+        )
+        with self.lock:
+            for labels, series in sorted(self.series.items()):
+                buckets = [(repr(b), n) for b, n in zip(LATENCY_BUCKETS, series.buckets,
+                                                        strict=True)]
+                buckets.append(("+Inf", series.count))
+                family.add_metric(list(labels), buckets, series.total)
+        yield family
+
+
+@dataclass
+class FlowHealth:
+    """What readiness and ``kafka-mirror status`` need of one flow."""
+
+    state: str = "starting"
+    records: int = 0
+    bytes: int = 0
+    lag: int | None = None
+    last_batch: float | None = None  # wall clock of the last batch that moved records
+    last_progress: float | None = None  # wall clock of the last progress event (idle too)
+    restarts: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    rate: float = 0.0
+
+
+class MirrorMetrics:
+    """Every metric of one mirror process, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.records = Counter("kafka_mirror_records", "Records mirrored (on the target)",
+                               FLOW_LABELS, registry=r)
+        self.bytes = Counter("kafka_mirror_bytes", "Bytes of keys and values mirrored",
+                             FLOW_LABELS, registry=r)
+        self.batches = Counter("kafka_mirror_batches", "Micro-batches committed that moved "
+                               "records", FLOW_LABELS, registry=r)
+        self.batch_duration = Histogram(
+            "kafka_mirror_batch_duration_seconds", "Duration of committed micro-batches",
+            FLOW_LABELS, registry=r,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+        )
+        self.last_batch = Gauge("kafka_mirror_last_batch_timestamp_seconds",
+                                "When the last batch that moved records committed (Unix time)",
+                                FLOW_LABELS, registry=r)
+        self.lag = Gauge("kafka_mirror_lag_records",
+                         "Source records not yet mirrored (source end offset minus the mirror's "
+                         "position), per partition", (*FLOW_LABELS, "topic", "partition"),
+                         registry=r)
+        self.latency = _LatencyCollector()
+        r.register(self.latency)
+        self.latency_max = Gauge("kafka_mirror_replication_latency_max_seconds",
+                                 "Age of the oldest record of the last batch when it was on "
+                                 "the target", FLOW_LABELS, registry=r)
+        self.topics = Gauge("kafka_mirror_topics", "Source topics the flow mirrors",
+                            FLOW_LABELS, registry=r)
+        self.partitions = Gauge("kafka_mirror_partitions", "Source partitions the flow mirrors",
+                                FLOW_LABELS, registry=r)
+        self.restarts = Counter("kafka_mirror_query_restarts", "Restarts of a flow's query",
+                                (*FLOW_LABELS, "reason"), registry=r)
+        self.errors = Counter("kafka_mirror_errors", "Failures of a flow, by kind",
+                              (*FLOW_LABELS, "kind"), registry=r)
+        self.state = Gauge("kafka_mirror_flow_state", "1 for the state the flow is in",
+                           (*FLOW_LABELS, "state"), registry=r)
+        self.started = Gauge("kafka_mirror_start_time_seconds",
+                             "When the mirror process started (Unix time)", registry=r)
+        self.started.set(time.time())
+        self.health: dict[str, FlowHealth] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def labels(flow: FlowSpec) -> tuple[str, str, str]:
+        return flow.name, flow.source.alias, flow.target.alias
+
+    def flow(self, flow: FlowSpec) -> FlowHealth:
+        with self._lock:
+            return self.health.setdefault(flow.name, FlowHealth())
+
+    def register(self, flow: FlowSpec) -> None:
+        """Every series of the flow exists from the start (at 0), so that rates, increases and
+        alerts see the first restart or error."""
+        labels = self.labels(flow)
+        for reason in RESTART_REASONS:
+            self.restarts.labels(*labels, reason)
+        for kind in ERROR_KINDS:
+            self.errors.labels(*labels, kind)
+        for metric in (self.records, self.bytes, self.batches):
+            metric.labels(*labels)
+        self.set_state(flow, "starting")
+
+    def snapshot(self) -> dict[str, FlowHealth]:
+        with self._lock:
+            return {name: replace(health) for name, health in self.health.items()}
+
+    def set_state(self, flow: FlowSpec, state: str) -> None:
+        health = self.flow(flow)
+        health.state = state
+        for name in FLOW_STATES:
+            self.state.labels(*self.labels(flow), name).set(1 if name == state else 0)
+
+    def set_assignment(self, flow: FlowSpec, assignment: Mapping[str, int]) -> None:
+        self.topics.labels(*self.labels(flow)).set(len(assignment))
+        self.partitions.labels(*self.labels(flow)).set(sum(assignment.values()))
+
+    def restarted(self, flow: FlowSpec, reason: str) -> None:
+        self.restarts.labels(*self.labels(flow), reason).inc()
+        self.flow(flow).restarts += 1
+
+    def failed(self, flow: FlowSpec, kind: str, message: str) -> None:
+        self.errors.labels(*self.labels(flow), kind).inc()
+        health = self.flow(flow)
+        health.errors += 1
+        health.last_error = message
+
+    def on_batch(self, event: BatchCommitted) -> None:
+        """Batch hook: one progress event (a batch that moved records, or an idle trigger)."""
+        lag = {
+            tp: max(0, latest - event.source_end.get(tp, latest))
+            for tp, latest in event.source_latest.items()
+        }
+        self.batch(event.flow, records=event.records, size=event.bytes,
+                   duration=event.duration, lag=lag, row=event.observed,
+                   committed=time.time(), rate=event.process_rate)
+
+    def batch(self, flow: FlowSpec, *, records: int, size: int, duration: float,
+              lag: Mapping[tuple[str, int], int], row: Mapping[str, Any],
+              committed: float, rate: float) -> None:
+        labels = self.labels(flow)
+        health = self.flow(flow)
+        health.last_progress = committed
+        health.lag = sum(lag.values())
+        for (topic, partition), behind in lag.items():
+            self.lag.labels(*labels, topic, str(partition)).set(behind)
+        if records <= 0:
+            return
+        health.records += records
+        health.bytes += size
+        health.last_batch = committed
+        health.rate = rate
+        self.records.labels(*labels).inc(records)
+        self.bytes.labels(*labels).inc(size)
+        self.batches.labels(*labels).inc()
+        self.batch_duration.labels(*labels).observe(duration)
+        self.last_batch.labels(*labels).set(committed)
+        committed_ms = committed * 1000.0
+        self.latency.add(labels, row, records, committed_ms)
+        if row.get("ts_min_ms") is not None:
+            self.latency_max.labels(*labels).set(
+                max(0.0, committed_ms - float(row["ts_min_ms"])) / 1000.0
+            )

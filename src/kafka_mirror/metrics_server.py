@@ -1,0 +1,132 @@
+"""The mirror's HTTP endpoint: ``/metrics`` (Prometheus), ``/health/live``, ``/health/ready``
+(as Strimzi gives MirrorMaker its probes) and ``/status`` (JSON, read by ``kafka-mirror status``).
+
+- live: the mirror's main loop ran within :data:`LIVE_WINDOW_SECONDS` (its queries are watched
+  and restarted by that loop).
+- ready: every flow runs a query and either committed a batch that moved records, or reported an
+  idle trigger with nothing left to mirror, within :data:`READY_WINDOW_SECONDS`; a flow stopped
+  for good is never ready.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import asdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from kafka_mirror.config.model import MetricsSettings
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.metrics import FlowHealth, MirrorMetrics
+
+log = logging.getLogger(__name__)
+LIVE_WINDOW_SECONDS = 30.0
+READY_WINDOW_SECONDS = 60.0
+
+
+def flow_ready(health: FlowHealth, now: float) -> bool:
+    if health.state != "running":
+        return False
+    recent_batch = health.last_batch is not None and now - health.last_batch <= \
+        READY_WINDOW_SECONDS
+    idle_caught_up = (
+        health.lag == 0 and health.last_progress is not None
+        and now - health.last_progress <= READY_WINDOW_SECONDS
+    )
+    return recent_batch or idle_caught_up
+
+
+class MirrorStatus:
+    """Health and per-flow status of the running mirror, from its metrics."""
+
+    def __init__(self, metrics: MirrorMetrics) -> None:
+        self.metrics = metrics
+        self.loop_ran = time.monotonic()
+
+    def beat(self) -> None:
+        """The main loop ran."""
+        self.loop_ran = time.monotonic()
+
+    def live(self) -> bool:
+        return time.monotonic() - self.loop_ran <= LIVE_WINDOW_SECONDS
+
+    def report(self) -> dict[str, Any]:
+        now = time.time()
+        flows: dict[str, Any] = {}
+        for name, flow in sorted(self.metrics.snapshot().items()):
+            entry = asdict(flow)
+            entry["ready"] = flow_ready(flow, now)
+            entry["last_batch_age_seconds"] = (
+                round(now - flow.last_batch, 1) if flow.last_batch is not None else None
+            )
+            flows[name] = entry
+        ready = bool(flows) and all(f["ready"] for f in flows.values())
+        return {"live": self.live(), "ready": ready, "flows": flows}
+
+
+def _handler(metrics: MirrorMetrics, status: MirrorStatus) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0].rstrip("/")
+            if path == "/metrics":
+                self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
+                return
+            if path in ("/health/live", "/health/ready", "/status"):
+                report = status.report()
+                ok = {"/health/live": report["live"], "/health/ready": report["ready"],
+                      "/status": True}[path]
+                body = json.dumps(report, indent=1, sort_keys=True).encode()
+                self._send(200 if ok else 503, body, "application/json")
+                return
+            self._send(404, b"not found: try /metrics, /health/live, /health/ready, /status\n",
+                       "text/plain")
+
+        def _send(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("metrics endpoint: " + format, *args)
+
+    return Handler
+
+
+class MetricsServer:
+    """Serves the endpoint from a daemon thread until :meth:`stop`."""
+
+    def __init__(self, settings: MetricsSettings, metrics: MirrorMetrics,
+                 status: MirrorStatus) -> None:
+        try:
+            self.httpd = ThreadingHTTPServer(
+                (settings.bind_address, settings.port), _handler(metrics, status)
+            )
+        except OSError as exc:
+            raise MirrorError(
+                f"metrics endpoint cannot listen on {settings.bind_address}:{settings.port} "
+                f"(mirror.metrics.port, mirror.metrics.bind.address): {exc.strerror or exc}"
+            ) from None
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-endpoint",
+                                       daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def start(self) -> MetricsServer:
+        self.thread.start()
+        log.info("metrics endpoint on http://%s:%d/metrics (health: /health/live, "
+                 "/health/ready; status: /status)", self.httpd.server_address[0], self.port)
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,68 @@
+"""``kafka-mirror status``: what the running mirror says of its flows (its ``/status``)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from kafka_mirror.config.model import MirrorConfig
+from kafka_mirror.errors import ConfigError, MirrorError
+
+
+def status_url(config: MirrorConfig, origin: str) -> str:
+    """The running mirror's ``/status``, from ``mirror.metrics.port`` (and bind address)."""
+    if config.metrics is None:
+        raise ConfigError(
+            "the mirror serves its status on its metrics endpoint, which is off: set "
+            "mirror.metrics.port (or give --url)", source=origin, key="mirror.metrics.port",
+        )
+    host = config.metrics.bind_address
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{config.metrics.port}/status"
+
+
+def fetch_status(url: str, timeout: float = 5.0) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            body = answer.read()
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise MirrorError(f"no mirror answers at {url}: {reason}") from None
+    try:
+        document = json.loads(body)
+    except ValueError:
+        raise MirrorError(f"{url} did not answer with a kafka-mirror status") from None
+    if not isinstance(document, dict) or "flows" not in document:
+        raise MirrorError(f"{url} did not answer with a kafka-mirror status")
+    return document
+
+
+def _age(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds:.0f} s ago"
+
+
+def render(document: dict[str, Any]) -> str:
+    """One line for the mirror, then one block per flow."""
+    lines = [
+        f"mirror: {'live' if document.get('live') else 'NOT LIVE'}, "
+        f"{'ready' if document.get('ready') else 'NOT READY'}"
+    ]
+    for name, flow in sorted(document.get("flows", {}).items()):
+        lag = "unknown" if flow.get("lag") is None else f"{flow['lag']} records"
+        lines.append(
+            f"flow {name}: {flow.get('state')}{'' if flow.get('ready') else ' (not ready)'}; "
+            f"lag {lag}; {flow.get('records', 0)} records, "
+            f"{flow.get('bytes', 0) / 1e6:.1f} MB mirrored; last batch "
+            f"{_age(flow.get('last_batch_age_seconds'))}, {flow.get('rate', 0.0):.0f} records/s; "
+            f"{flow.get('restarts', 0)} restarts, {flow.get('errors', 0)} errors"
+        )
+        if flow.get("last_error"):
+            lines.append(f"  last error: {flow['last_error']}")
+    return "\n".join(lines)

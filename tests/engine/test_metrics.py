@@ -1,0 +1,243 @@
+"""The mirror's metrics endpoint, scraped by a real Prometheus during a real mirroring run;
+health endpoints and ``kafka-mirror status`` against the running mirror."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from localprometheus import LocalPrometheus
+from mirror_process import CLI, MirrorProcess, end_offsets, mm2_properties, wait_for
+from prometheus_client import generate_latest
+
+from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.errors import ConfigError
+from kafka_mirror.localcluster import LOOPBACK, LocalKafkaCluster, free_port
+from kafka_mirror.metrics import AGE_GRID_MS, LATENCY_BUCKETS, MirrorMetrics
+
+FLOW = 'flow="source->destination"'
+REPO = Path(__file__).resolve().parents[2]
+MONITORING = REPO / "roles" / "mirror" / "files" / "monitoring"
+DASHBOARD = MONITORING / "kafka-mirror-dashboard.json"
+RULES = MONITORING / "kafka-mirror.rules.yml"
+# Every expression must give series during a run: what dashboards and alerts are built from.
+QUERIES = {
+    "records": f"sum(kafka_mirror_records_total{{{FLOW}}})",
+    "record rate": f"sum(rate(kafka_mirror_records_total{{{FLOW}}}[30s]))",
+    "byte rate": f"sum(rate(kafka_mirror_bytes_total{{{FLOW}}}[30s]))",
+    "latency p99": "histogram_quantile(0.99, sum by (le, flow) "
+                   f"(rate(kafka_mirror_replication_latency_seconds_bucket{{{FLOW}}}[1m])))",
+    "latency avg": f"sum(rate(kafka_mirror_replication_latency_seconds_sum{{{FLOW}}}[1m])) / "
+                   f"sum(rate(kafka_mirror_replication_latency_seconds_count{{{FLOW}}}[1m]))",
+    "latency max": f"max(kafka_mirror_replication_latency_max_seconds{{{FLOW}}})",
+    "lag": f"sum(kafka_mirror_lag_records{{{FLOW}}})",
+    "batch p95": "histogram_quantile(0.95, sum by (le) "
+                 f"(rate(kafka_mirror_batch_duration_seconds_bucket{{{FLOW}}}[1m])))",
+    "last batch age": f"time() - max(kafka_mirror_last_batch_timestamp_seconds{{{FLOW}}})",
+    "running": f"kafka_mirror_flow_state{{{FLOW},state=\"running\"}}",
+    "partitions": f"sum(kafka_mirror_partitions{{{FLOW}}})",
+    "topics": f"sum(kafka_mirror_topics{{{FLOW}}})",
+    "up": 'up{job="kafka-mirror"}',
+}
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("promtool is not installed (Debian package prometheus; scripts/setup.sh "
+                    "--test installs it)")
+    return found
+
+
+def dashboard_queries() -> dict[str, str]:
+    """Every panel target's PromQL, with the dashboard's variables as Grafana fills them
+    (``$flow`` = All)."""
+    model = json.loads(DASHBOARD.read_text())
+    out = {}
+    for panel in model["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$flow", ".*").replace("$__rate_interval", "30s")
+            out[f"{panel['title']} / {target['legendFormat']}"] = expr
+    return out
+
+
+def test_dashboard_is_a_dashboard_model() -> None:
+    model = json.loads(DASHBOARD.read_text())
+    assert model["uid"] and model["title"] and isinstance(model["schemaVersion"], int)
+    names = {v["name"] for v in model["templating"]["list"]}
+    assert names == {"datasource", "flow"}
+    ids = [p["id"] for p in model["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in model["panels"]:
+        assert {"h", "w", "x", "y"} <= set(panel["gridPos"]), panel["title"]
+        assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs)), panel["title"]
+    # every query names only metrics the mirror serves (or Prometheus' own up)
+    served = set(re.findall(r"\b(kafka_mirror_[a-z_]+)", (REPO / "src" / "kafka_mirror" /
+                                                         "metrics.py").read_text()))
+    for name, expr in dashboard_queries().items():
+        for metric in re.findall(r"\b(kafka_mirror_[a-z_]+)", expr):
+            base = re.sub(r"_(total|bucket|sum|count)$", "", metric)
+            assert base in served or metric in served, f"{name}: {metric}"
+
+
+def test_alert_rules_pass_promtool() -> None:
+    promtool = _promtool()
+    check = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
+                           text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    unit = subprocess.run([promtool, "test", "rules", "kafka-mirror.rules.test.yml"],
+                          cwd=REPO / "tests" / "monitoring", capture_output=True, text=True,
+                          check=False)
+    assert unit.returncode == 0 and "SUCCESS" in unit.stdout, unit.stdout + unit.stderr
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:
+        return 0, b""
+
+
+def test_latency_buckets_count_a_record_only_where_it_surely_belongs() -> None:
+    """Ages at the batch's start are counted on a grid; the batch ran 30 ms, so a record
+    surely within 50 ms at the commit is one at most 20 ms old at the start."""
+    flow = mm2_from_text(
+        "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+        "a->b.enabled = true\n").flows[0]
+    metrics = MirrorMetrics()
+    ages = [0, 3, 15, 40, 400]  # ms at the batch's start
+    row: dict[str, float] = {"batch_ms": 1_000_000, "ts_min_ms": 1_000_000 - 400,
+                             "ts_avg_ms": 1_000_000 - sum(ages) / len(ages)}
+    for grid in AGE_GRID_MS:
+        row[f"age_le_{grid}"] = sum(1 for a in ages if a <= grid)
+    metrics.batch(flow, records=5, size=50, duration=0.03, lag={("t", 0): 0}, row=row,
+                  committed=1_000.030, rate=0.0)
+    lines = generate_latest(metrics.registry).decode().splitlines()
+    buckets = {float(line.split('le="')[1].split('"')[0]): float(line.rsplit(" ", 1)[1])
+               for line in lines if "replication_latency_seconds_bucket" in line}
+    # at the commit the ages are 30, 33, 45, 70 and 430 ms
+    assert buckets[0.025] == 0
+    assert buckets[0.05] == 3  # 30, 33, 45 (those at most 20 ms old at the start)
+    assert buckets[0.1] == 4
+    # 430 ms is within 500, but the grid (200 ms, then 500 ms at the start) cannot tell
+    assert buckets[0.5] == 4
+    assert buckets[1.0] == 5 and buckets[float("inf")] == 5
+    assert len(buckets) == len(LATENCY_BUCKETS) + 1
+    assert metrics.latency.series[("a->b", "a", "b")].total == pytest.approx(
+        sum(a + 30 for a in ages) / 1000.0)
+
+
+def test_metrics_settings_are_checked() -> None:
+    base = ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+            "a->b.enabled = true\n")
+    assert mm2_from_text(base).metrics is None
+    settings = mm2_from_text(base + "mirror.metrics.port = 9404\n").metrics
+    assert settings is not None and (settings.port, settings.bind_address) == (9404, "0.0.0.0")
+    with pytest.raises(ConfigError) as info:
+        mm2_from_text(base + "mirror.metrics.port = 99999\n")
+    assert "mirror.metrics.port" in str(info.value) and "99999" in str(info.value)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_prometheus_scrapes_a_running_mirror(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    if LocalPrometheus.available() is None:
+        pytest.fail("prometheus is not installed (scripts/setup.sh --test installs it)")
+    topic = unique_topic
+    source_cluster.create_topic(topic, 3)
+    producer = Producer(source_cluster.client_config())
+
+    def produce(count: int) -> None:
+        for i in range(count):
+            producer.produce(topic, key=f"k{i}".encode(), value=b"v" * 100, partition=i % 3)
+        assert producer.flush(60) == 0
+
+    produce(3000)
+    port = free_port()
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties(source_cluster, destination_cluster, (
+        f"topics = {topic}\n"
+        # only the test's records: exact counts
+        "emit.heartbeats.enabled = false\n"
+        "heartbeats.replication.enabled = false\n"
+        f"mirror.metrics.port = {port}\n"
+        f"mirror.metrics.bind.address = {LOOPBACK}\n"
+    )))
+    base = f"http://{LOOPBACK}:{port}"
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log").start()
+    target = f"source.{topic}"
+    try:
+        with LocalPrometheus(tmp_path / "prometheus", [f"{LOOPBACK}:{port}"],
+                             [RULES]) as prometheus:
+            wait_for(lambda: _get(f"{base}/health/live")[0] == 200, 90, "the live endpoint",
+                     mirror)
+            wait_for(lambda: sum(end_offsets(destination_cluster, target).values()) >= 3000,
+                     180, "3000 records mirrored", mirror)
+            produce(600)  # a second round while Prometheus watches
+            wait_for(lambda: prometheus.value(QUERIES["records"]) == 3600, 90,
+                     "Prometheus to see 3600 records mirrored", mirror)
+            wait_for(lambda: _get(f"{base}/health/ready")[0] == 200, 90, "ready", mirror)
+            time.sleep(3)  # a few more scrapes, for the rate() windows
+            values = {}
+            for name, expr in QUERIES.items():
+                result = prometheus.query(expr)
+                assert result, f"{name}: {expr} gave no series"
+                values[name] = float(result[0]["value"][1])
+            for name, expr in dashboard_queries().items():
+                assert prometheus.query(expr), f"dashboard panel {name}: {expr} gave no series"
+            rules = prometheus.rules()
+            assert len(rules) == 5
+            for rule in rules:  # evaluated against the real series without error
+                assert rule["health"] == "ok" and not rule.get("lastError"), rule
+            # the mirror is up and its flow runs; latency may be pending: the first records
+            # waited for Spark to start
+            quiet = {r["name"]: r["state"] for r in rules
+                     if r["name"] in ("KafkaMirrorDown", "KafkaMirrorFlowFailing",
+                                      "KafkaMirrorStalled")}
+            assert quiet == dict.fromkeys(quiet, "inactive") and len(quiet) == 3, quiet
+            assert values["records"] == 3600
+            assert values["partitions"] == 3 and values["topics"] == 1
+            assert values["running"] == 1 and values["up"] == 1
+            assert values["lag"] == 0
+            assert values["record rate"] > 0 and values["byte rate"] > 0
+            # the records were produced at most a few minutes before they were mirrored
+            assert 0 < values["latency avg"] < 300 and 0 < values["latency max"] < 300
+            assert 0 < values["latency p99"] <= 300
+            assert 0 <= values["batch p95"] < 60
+            # kafka-mirror status reads the running mirror
+            status = subprocess.run([*CLI, "status", str(config)], capture_output=True,
+                                    text=True, timeout=60, check=False)
+            assert status.returncode == 0, status.stdout + status.stderr
+            assert "flow source->destination: running" in status.stdout
+            assert "lag 0 records" in status.stdout and "3600 records" in status.stdout
+            document = json.loads(subprocess.run(
+                [*CLI, "status", "--url", f"{base}/status", "--json"], capture_output=True,
+                text=True, timeout=60, check=True).stdout)
+            assert document["ready"] and document["flows"]["source->destination"]["records"] \
+                == 3600
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+    finally:
+        mirror.cleanup()
+    # stopped: nothing answers, and status says so
+    assert _get(f"{base}/health/live")[0] == 0
+    gone = subprocess.run([*CLI, "status", str(config)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert gone.returncode == 1 and f"no mirror answers at {base}/status" in gone.stderr

@@ -6,6 +6,13 @@
 # The unit and module tests also run from the built artifact: what ships is what is tested.
 # Creates .venv-ansible from requirements-ansible.txt when missing. Exits non-zero on any failure.
 #   units:   pytest unit tests of module_utils and filters (tests/unit/plugins)
+#   render:  the mirror role's topology as data (mirror_clusters + mirror_flows: active-active,
+#            aggregation, the single-flow shorthand): mm2.properties rendered with the role's own template,
+#            then read by the kafka-mirror engine (check-config and its Properties reader: exact flows,
+#            per-cluster security, a password with \ " # = : ! $ { and non-ASCII byte for byte); the
+#            preflight refuses broken topologies (tests/integration/topology.yml); inventories/fleet renders
+#            each host's own flows (tests/integration/topology_fleet.yml). No cluster needed; the
+#            engine is $KAFKA_MIRROR_CLI (default .venv/bin/kafka-mirror). Also run first by `modules`.
 #   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
 #            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml), then against a third one with
 #            SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners (tests/integration/modules_secured.yml,
@@ -14,7 +21,7 @@
 #            by tests/integration/kerberos_cluster.py (tests/integration/modules_kerberos.yml, -vvv; fails
 #            when key material of a keytab shows up). Installs the GSSAPI confluent-kafka wheel
 #            (scripts/build-gssapi-client.sh) and the gssapi package into the venv first.
-# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|modules|kerberos ...]   (default: lint sanity importer units)
+# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|render|modules|kerberos ...]   (default: lint sanity importer units)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
@@ -105,9 +112,29 @@ run_units() {
      ansible_collections/kafka/mirror/tests/unit/plugins)
 }
 
+run_render() {
+  echo "== mirror role topology rendered and read by the engine"
+  local root=$WORK/render cli=${KAFKA_MIRROR_CLI:-$REPO/.venv/bin/kafka-mirror}
+  [ -x "$cli" ] || { echo "no kafka-mirror engine at $cli (pip install -e . into .venv, or set KAFKA_MIRROR_CLI)"; return 1; }
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
+    -e topology_cli="$cli" -e topology_collection_dir="$root/ansible_collections/kafka/mirror" \
+    "$REPO/tests/integration/topology.yml" >"$WORK/render.log" 2>&1 \
+    || { tail -80 "$WORK/render.log"; echo "topology.yml failed (full output: $WORK/render.log)"; return 1; }
+  grep -E '^(PLAY \[|localhost +:)' "$WORK/render.log"
+  # the documented fleet inventory: each host's own flows and clusters
+  ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/inventories/fleet" -c local -e ansible_python_interpreter="$(command -v python)" \
+    -e topology_cli="$cli" -e topology_collection_dir="$root/ansible_collections/kafka/mirror" \
+    -e vault_mirror_dc2_password=dc2-secret -e vault_mirror_dc3_password=dc3 \
+    "$REPO/tests/integration/topology_fleet.yml" >"$WORK/render-fleet.log" 2>&1 \
+    || { tail -80 "$WORK/render-fleet.log"; echo "topology_fleet.yml failed (full output: $WORK/render-fleet.log)"; return 1; }
+  grep -E '^(PLAY \[|mirror0[0-9.a-z]+ +:)' "$WORK/render-fleet.log"
+}
+
 run_modules() {
   echo "== modules against real clusters"
   local root=$WORK/modules rc=0
+  run_render || return 1
   copy_collection "$root/ansible_collections/kafka/mirror"
   export MOL_HOME=$WORK/clusters
   bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-src 127.0.0.1 29092 || return 1

@@ -87,6 +87,11 @@ def _principal(host, side):
     return _vars(host)[f"mirror_{side}_kerberos_principal"]
 
 
+def _alias(host, side):
+    """The cluster alias of a side: keytabs and JAAS files are named after it (<alias>.keytab)."""
+    return _vars(host)[f"mirror_{side}_alias"]
+
+
 def _cmdline(host, pid):
     return host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
 
@@ -131,14 +136,15 @@ def test_keytabs_byte_identical_and_private(krb_host, state):
         assert state["keytabs"][who] == src
         with open(src, "rb") as fh:
             local = fh.read()
-        keytab = host.file(f"{KEYTABS}/{side}.keytab")
+        name = f"{_alias(host, side)}.keytab"
+        keytab = host.file(f"{KEYTABS}/{name}")
         assert (keytab.user, keytab.group, keytab.mode) == (USER, USER, 0o400), side
         assert keytab.size == len(local)
-        assert keytab.sha256sum == hashlib.sha256(local).hexdigest(), f"{side}.keytab differs from {who}'s"
+        assert keytab.sha256sum == hashlib.sha256(local).hexdigest(), f"{name} differs from {who}'s"
         digests.add(keytab.sha256sum)
         # readable by the service user (and root), by nobody else
-        assert host.run(f"runuser -u {USER} -- head -c1 {KEYTABS}/{side}.keytab").rc == 0
-        assert host.run(f"runuser -u nobody -- head -c1 {KEYTABS}/{side}.keytab").rc != 0
+        assert host.run(f"runuser -u {USER} -- head -c1 {KEYTABS}/{name}").rc == 0
+        assert host.run(f"runuser -u nobody -- head -c1 {KEYTABS}/{name}").rc != 0
     separate = _principal(host, "source") != _principal(host, "destination")
     assert len(digests) == (2 if separate else 1)
 
@@ -151,11 +157,11 @@ def test_krb5_conf_and_jaas_rendered(krb_host, state):
         assert krb5.content_string.strip() == fh.read().strip()
     assert f"kdc = {state['kdc']}" in krb5.content_string
     for side in SIDES:
-        jaas = host.file(f"{CONF}/jaas-{side}.conf")
+        jaas = host.file(f"{CONF}/jaas-{_alias(host, side)}.conf")
         assert (jaas.user, jaas.group, jaas.mode) == (USER, USER, 0o600)
         text = jaas.content_string
         assert "com.sun.security.auth.module.Krb5LoginModule required" in text
-        assert f'keyTab="{KEYTABS}/{side}.keytab"' in text
+        assert f'keyTab="{KEYTABS}/{_alias(host, side)}.keytab"' in text
         assert f'principal="{_principal(host, side)}";' in text
 
 
@@ -171,7 +177,7 @@ def test_mm2_properties_log_in_per_cluster(krb_host, state):
         assert f"{alias}.sasl.mechanism=GSSAPI" in lines
         assert f"{alias}.sasl.kerberos.service.name={state['services'][side]}" in lines
         jaas = next(v for v in lines if v.startswith(f"{alias}.sasl.jaas.config="))
-        assert f'keyTab="{KEYTABS}/{side}.keytab"' in jaas
+        assert f'keyTab="{KEYTABS}/{alias}.keytab"' in jaas
         assert f'principal="{_principal(host, side)}";' in jaas
     if _mm2(host):  # the separate-principal host
         assert hv["mirror_source_kerberos_principal"] != hv["mirror_destination_kerberos_principal"]

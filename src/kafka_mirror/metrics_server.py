@@ -1,8 +1,9 @@
 """The mirror's HTTP endpoint: ``/metrics`` (Prometheus), ``/health/live``, ``/health/ready``
 (as Strimzi gives MirrorMaker its probes) and ``/status`` (JSON, read by ``kafka-mirror status``).
 
-- live: the mirror's main loop ran within :data:`LIVE_WINDOW_SECONDS` (its queries are watched
-  and restarted by that loop).
+- live: the mirror is still starting (connecting, syncing topics, starting Spark), or its main
+  loop ran within :data:`LIVE_WINDOW_SECONDS` (its queries are watched and restarted by that
+  loop).
 - ready: every flow runs a query and either committed a batch that moved records, or reported an
   idle trigger with nothing left to mirror, within :data:`READY_WINDOW_SECONDS`; a flow stopped
   for good is never ready.
@@ -46,14 +47,14 @@ class MirrorStatus:
 
     def __init__(self, metrics: MirrorMetrics) -> None:
         self.metrics = metrics
-        self.loop_ran = time.monotonic()
+        self.loop_ran: float | None = None  # None: still starting
 
     def beat(self) -> None:
         """The main loop ran."""
         self.loop_ran = time.monotonic()
 
     def live(self) -> bool:
-        return time.monotonic() - self.loop_ran <= LIVE_WINDOW_SECONDS
+        return self.loop_ran is None or time.monotonic() - self.loop_ran <= LIVE_WINDOW_SECONDS
 
     def report(self) -> dict[str, Any]:
         now = time.time()

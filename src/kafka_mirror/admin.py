@@ -36,6 +36,18 @@ _FATAL_CODES = frozenset(
     }
 )
 
+_COORDINATOR_PENDING = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+
+def _coordinator_pending(error: KafkaError) -> bool:
+    return error.code() in _COORDINATOR_PENDING or bool(error.retriable())
+
 
 class ClusterAdmin:
     """An AdminClient for one cluster that remembers fatal client errors (bad credentials)."""
@@ -188,11 +200,23 @@ class ClusterAdmin:
         wanted = [TopicPartition(t, p) for t, p in sorted(set(partitions))]
         if not wanted:
             return {}
-        consumer = self._group_client(group)
-        try:
-            result = consumer.committed(wanted, timeout=timeout)
-        finally:
-            consumer.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            consumer = self._group_client(group)
+            try:
+                result = consumer.committed(wanted, timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except KafkaException as exc:
+                # a cluster that just started may still be electing the group's coordinator
+                # (__consumer_offsets being created): NOT_COORDINATOR and the like are retried
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is None or not _coordinator_pending(error) or \
+                        time.monotonic() + 0.5 >= deadline:
+                    raise
+                log.debug("committed offsets of group %s: %s; retrying", group, error)
+            finally:
+                consumer.close()
+            time.sleep(0.5)
         return {
             (tp.topic, tp.partition): (tp.offset, tp.metadata or "")
             for tp in result

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
@@ -73,6 +73,13 @@ def newer(previous: Checkpoint | None, current: Checkpoint) -> bool:
 class SyncOutcome:
     committed: dict[str, int]
     skipped_active: list[str]
+    # groups already at (or past) their translated offsets on the target
+    in_sync: list[str] = field(default_factory=list)
+
+    @property
+    def synced(self) -> int:
+        """Groups whose offsets on the target are the translated ones after this round."""
+        return len(self.committed) + len(self.in_sync)
 
 
 class GroupCheckpointer:
@@ -90,6 +97,8 @@ class GroupCheckpointer:
         self.latest: dict[tuple[str, str, int], Checkpoint] = {}
         self._groups: list[str] = []
         self._active_logged: set[str] = set()
+        # groups with checkpoints after the last round (written then, or already current)
+        self.groups_checkpointed = 0
 
     def start(self) -> None:
         self.target.ensure_compacted_topic(
@@ -103,12 +112,14 @@ class GroupCheckpointer:
     def emit(self) -> int:
         """One checkpoint round; returns the number of checkpoints written."""
         pending = []
+        covered: set[str] = set()
         mirrored = self.source.partitions(self.flow.should_mirror) if self._groups else []
         for group in self._groups:
             committed = self.source.committed_offsets(group, mirrored)
             for checkpoint in group_checkpoints(
                 self.flow, group, committed, self.ranges.translate
             ):
+                covered.add(group)
                 key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
                 if newer(self.latest.get(key), checkpoint):
                     pending.append(checkpoint)
@@ -128,6 +139,7 @@ class GroupCheckpointer:
             )
         for checkpoint in pending:
             self.latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+        self.groups_checkpointed = len(covered)
         if pending:
             log.debug("flow %s: %d checkpoints written for %d groups", self.flow.name,
                      len(pending), len({c.group for c in pending}))
@@ -162,6 +174,7 @@ class GroupCheckpointer:
                 or current[(c.topic, c.partition)][0] < c.offset
             }
             if not wanted:
+                outcome.in_sync.append(group)
                 continue
             self.target.commit_group_offsets(group, wanted)
             outcome.committed[group] = len(wanted)

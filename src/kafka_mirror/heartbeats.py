@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Producer
 
@@ -22,8 +22,10 @@ log = logging.getLogger(__name__)
 class HeartbeatEmitter:
     """Emits one pair's heartbeats."""
 
-    def __init__(self, spec: HeartbeatSpec, admins: Mapping[str, ClusterAdmin]) -> None:
+    def __init__(self, spec: HeartbeatSpec, admins: Mapping[str, ClusterAdmin],
+                 delivered: Callable[[float], None] | None = None) -> None:
         self.spec = spec
+        self.delivered = delivered  # told each heartbeat's time (Unix) once the target has it
         self.admin = admins[spec.target.alias]
         self.producer = Producer(control_producer_config(spec.target))
         self.errors = 0
@@ -39,6 +41,8 @@ class HeartbeatEmitter:
             if error is not None:
                 self.errors += 1
                 log.warning("heartbeat %s not delivered: %s", self.spec.name, error)
+            elif self.delivered is not None:
+                self.delivered(now / 1000.0)
 
         self.producer.produce(self.spec.topic, beat.value(), beat.key(), partition=0,
                               timestamp=now, on_delivery=delivered)

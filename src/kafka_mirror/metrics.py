@@ -7,6 +7,12 @@ are at most so old at the batch's start (:data:`AGE_GRID_MS`), with their mean a
 timestamp; when the batch has committed (it is on the target), the age each record had at that
 moment is its age at the batch's start plus the batch's run time. Histogram buckets are then
 filled from the grid conservatively: a record counts in a bucket only when it surely belongs.
+
+Lag in seconds comes from the end offsets progress events already carry
+(:mod:`kafka_mirror.lag_time`); the control plane's outputs (checkpoints, offset syncs,
+heartbeats, group offset sync, topic changes on the target) report here as they succeed. A
+flow gets those series only for the features it has enabled, so that alerts never fire on a
+disabled one.
 """
 
 from __future__ import annotations
@@ -15,14 +21,16 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.config.model import FlowSpec, HeartbeatSpec
 from kafka_mirror.engine.batches import BatchCommitted
+from kafka_mirror.lag_time import FlowLagClock
 
 # replication latency buckets, seconds
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -35,6 +43,9 @@ FLOW_STATES = ("starting", "running", "retrying", "failed")
 RESTART_REASONS = ("topics_changed", "topic_recreated", "record_size", "failure")
 ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "other")
 FLOW_LABELS = ("flow", "source", "target")
+PARTITION_LABELS = (*FLOW_LABELS, "topic", "partition")
+# what a flow changes on the target's topics (kafka_mirror.topics.TopicSync reports them)
+TOPIC_CHANGES = ("topics_created", "partitions_added", "topic_config_syncs")
 
 
 def observe_columns() -> dict[str, str]:
@@ -107,6 +118,7 @@ class FlowHealth:
     records: int = 0
     bytes: int = 0
     lag: int | None = None
+    lag_seconds: float | None = None  # the partition furthest behind, when last reported
     last_batch: float | None = None  # wall clock of the last batch that moved records
     last_progress: float | None = None  # wall clock of the last progress event (idle too)
     restarts: int = 0
@@ -137,8 +149,11 @@ class MirrorMetrics:
                                 FLOW_LABELS, registry=r)
         self.lag = Gauge("kafka_mirror_lag_records",
                          "Source records not yet mirrored (source end offset minus the mirror's "
-                         "position), per partition", (*FLOW_LABELS, "topic", "partition"),
-                         registry=r)
+                         "position), per partition", PARTITION_LABELS, registry=r)
+        self.lag_seconds = Gauge("kafka_mirror_lag_seconds",
+                                 "Seconds since the source's end offset was first seen past the "
+                                 "mirror's position (0 when caught up), per partition",
+                                 PARTITION_LABELS, registry=r)
         self.latency = _LatencyCollector()
         r.register(self.latency)
         self.latency_max = Gauge("kafka_mirror_replication_latency_max_seconds",
@@ -154,14 +169,57 @@ class MirrorMetrics:
                               (*FLOW_LABELS, "kind"), registry=r)
         self.state = Gauge("kafka_mirror_flow_state", "1 for the state the flow is in",
                            (*FLOW_LABELS, "state"), registry=r)
+        # the control plane: when each output was last written (the process's start time
+        # until the first), and how many groups it covers
+        self.checkpoints_last = Gauge(
+            "kafka_mirror_checkpoints_last_timestamp_seconds",
+            "When the flow's last checkpoint round succeeded (Unix time)", FLOW_LABELS,
+            registry=r)
+        self.groups_checkpointed = Gauge(
+            "kafka_mirror_groups_checkpointed",
+            "Consumer groups with checkpoints on the target after the last round", FLOW_LABELS,
+            registry=r)
+        self.group_offsets_last = Gauge(
+            "kafka_mirror_group_offsets_sync_last_timestamp_seconds",
+            "When the flow's last group offset sync round succeeded (Unix time)", FLOW_LABELS,
+            registry=r)
+        self.groups_synced = Gauge(
+            "kafka_mirror_groups_synced",
+            "Consumer groups whose offsets on the target are the translated ones after the last "
+            "sync round", FLOW_LABELS, registry=r)
+        self.offset_syncs_last = Gauge(
+            "kafka_mirror_offset_syncs_last_timestamp_seconds",
+            "When the flow last wrote offset syncs (Unix time)", FLOW_LABELS, registry=r)
+        self.heartbeats_last = Gauge(
+            "kafka_mirror_heartbeats_last_timestamp_seconds",
+            "When the target last acknowledged a heartbeat of the pair (Unix time)",
+            FLOW_LABELS, registry=r)
+        self.topic_changes = {
+            kind: Counter(name, text, FLOW_LABELS, registry=r)
+            for kind, name, text in (
+                ("topics_created", "kafka_mirror_topics_created",
+                 "Topics the flow created on the target"),
+                ("partitions_added", "kafka_mirror_partitions_added",
+                 "Partitions the flow added to topics on the target"),
+                ("topic_config_syncs", "kafka_mirror_topic_config_syncs",
+                 "Changes of a target topic's configs the flow made"),
+            )
+        }
         self.started = Gauge("kafka_mirror_start_time_seconds",
                              "When the mirror process started (Unix time)", registry=r)
-        self.started.set(time.time())
+        self.start_time = time.time()
+        self.started.set(self.start_time)
         self.health: dict[str, FlowHealth] = {}
+        self.clocks: dict[str, FlowLagClock] = {}
+        # per flow: the partitions it has lag series of (records, seconds), and the topics it
+        # mirrors now
+        self._lag_series: dict[str, set[tuple[str, int]]] = {}
+        self._seconds_series: dict[str, set[tuple[str, int]]] = {}
+        self._assigned: dict[str, Mapping[str, int]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
-    def labels(flow: FlowSpec) -> tuple[str, str, str]:
+    def labels(flow: FlowSpec | HeartbeatSpec) -> tuple[str, str, str]:
         return flow.name, flow.source.alias, flow.target.alias
 
     def flow(self, flow: FlowSpec) -> FlowHealth:
@@ -176,9 +234,45 @@ class MirrorMetrics:
             self.restarts.labels(*labels, reason)
         for kind in ERROR_KINDS:
             self.errors.labels(*labels, kind)
-        for metric in (self.records, self.bytes, self.batches):
+        for metric in (self.records, self.bytes, self.batches, *self.topic_changes.values()):
             metric.labels(*labels)
+        syncs = flow.syncs
+        if syncs.emit_checkpoints:
+            self.checkpoints_last.labels(*labels).set(self.start_time)
+            self.groups_checkpointed.labels(*labels).set(0)
+            if syncs.sync_group_offsets:
+                self.group_offsets_last.labels(*labels).set(self.start_time)
+                self.groups_synced.labels(*labels).set(0)
+        if syncs.emit_offset_syncs:
+            self.offset_syncs_last.labels(*labels).set(self.start_time)
+        with self._lock:
+            self.clocks.setdefault(flow.name, FlowLagClock())
         self.set_state(flow, "starting")
+
+    def register_heartbeats(self, spec: HeartbeatSpec) -> None:
+        """A pair that emits heartbeats (``emit.heartbeats.enabled``; labelled like a flow)."""
+        self.heartbeats_last.labels(*self.labels(spec)).set(self.start_time)
+
+    def heartbeat_delivered(self, spec: HeartbeatSpec, at: float) -> None:
+        self.heartbeats_last.labels(*self.labels(spec)).set(at)
+
+    def checkpoints_emitted(self, flow: FlowSpec, groups: int) -> None:
+        labels = self.labels(flow)
+        self.checkpoints_last.labels(*labels).set(time.time())
+        self.groups_checkpointed.labels(*labels).set(groups)
+
+    def group_offsets_synced(self, flow: FlowSpec, groups: int) -> None:
+        labels = self.labels(flow)
+        self.group_offsets_last.labels(*labels).set(time.time())
+        self.groups_synced.labels(*labels).set(groups)
+
+    def offset_syncs_written(self, flow: FlowSpec) -> None:
+        self.offset_syncs_last.labels(*self.labels(flow)).set(time.time())
+
+    def topics_changed(self, flow: FlowSpec, kind: str, count: int) -> None:
+        """``kind``: one of :data:`TOPIC_CHANGES`."""
+        if count > 0:
+            self.topic_changes[kind].labels(*self.labels(flow)).inc(count)
 
     def snapshot(self) -> dict[str, FlowHealth]:
         with self._lock:
@@ -191,8 +285,25 @@ class MirrorMetrics:
             self.state.labels(*self.labels(flow), name).set(1 if name == state else 0)
 
     def set_assignment(self, flow: FlowSpec, assignment: Mapping[str, int]) -> None:
-        self.topics.labels(*self.labels(flow)).set(len(assignment))
-        self.partitions.labels(*self.labels(flow)).set(sum(assignment.values()))
+        """The source partitions the flow mirrors now; the lag series of any other partition
+        (a topic deleted, no longer selected) go."""
+        labels = self.labels(flow)
+        self.topics.labels(*labels).set(len(assignment))
+        self.partitions.labels(*labels).set(sum(assignment.values()))
+        with self._lock:
+            self._assigned[flow.name] = dict(assignment)
+            gone: set[tuple[str, int]] = set()
+            for series in (self._lag_series, self._seconds_series):
+                known = series.setdefault(flow.name, set())
+                stale = {tp for tp in known if not _assigned(assignment, tp)}
+                known -= stale
+                gone |= stale
+            clock = self.clocks.get(flow.name)
+        for topic, partition in sorted(gone):
+            self.lag.remove(*labels, topic, str(partition))
+            self.lag_seconds.remove(*labels, topic, str(partition))
+            if clock is not None:
+                clock.forget((topic, partition))
 
     def restarted(self, flow: FlowSpec, reason: str) -> None:
         self.restarts.labels(*self.labels(flow), reason).inc()
@@ -206,13 +317,41 @@ class MirrorMetrics:
 
     def on_batch(self, event: BatchCommitted) -> None:
         """Batch hook: one progress event (a batch that moved records, or an idle trigger)."""
-        lag = {
-            tp: max(0, latest - event.source_end.get(tp, latest))
-            for tp, latest in event.source_latest.items()
-        }
+        committed = time.time()
+        latest = self._current(event.flow, event.source_latest)
+        self.observe_ends(event.flow, latest, event.source_end,
+                          event.planned if event.planned is not None else committed)
+        lag = {tp: max(0, end - event.source_end.get(tp, end)) for tp, end in latest.items()}
         self.batch(event.flow, records=event.records, size=event.bytes,
                    duration=event.duration, lag=lag, row=event.observed,
-                   committed=time.time(), rate=event.process_rate)
+                   committed=committed, rate=event.process_rate)
+
+    def _current(self, flow: FlowSpec, latest: Mapping[tuple[str, int], int]
+                 ) -> dict[tuple[str, int], int]:
+        """The partitions of ``latest`` the flow mirrors now (an event of a query stopped
+        before the assignment changed must not bring back a series that went)."""
+        with self._lock:
+            assignment = self._assigned.get(flow.name)
+        if assignment is None:
+            return dict(latest)
+        return {tp: end for tp, end in latest.items() if _assigned(assignment, tp)}
+
+    def observe_ends(self, flow: FlowSpec, latest: Mapping[tuple[str, int], int],
+                     position: Mapping[tuple[str, int], int], at: float) -> None:
+        """The source end offsets seen at ``at`` and the mirror's positions: the lag-in-seconds
+        tables, and a series per partition computed when scraped."""
+        labels = self.labels(flow)
+        with self._lock:
+            clock = self.clocks.setdefault(flow.name, FlowLagClock())
+            known = self._seconds_series.setdefault(flow.name, set())
+            new = [tp for tp in latest if tp not in known]
+            known.update(new)
+        clock.observe(latest, position, at)
+        for topic, partition in new:
+            self.lag_seconds.labels(*labels, topic, str(partition)).set_function(
+                partial(_seconds_now, clock, (topic, partition))
+            )
+        self.flow(flow).lag_seconds = clock.max_seconds(time.time())
 
     def batch(self, flow: FlowSpec, *, records: int, size: int, duration: float,
               lag: Mapping[tuple[str, int], int], row: Mapping[str, Any],
@@ -221,6 +360,8 @@ class MirrorMetrics:
         health = self.flow(flow)
         health.last_progress = committed
         health.lag = sum(lag.values())
+        with self._lock:
+            self._lag_series.setdefault(flow.name, set()).update(lag)
         for (topic, partition), behind in lag.items():
             self.lag.labels(*labels, topic, str(partition)).set(behind)
         if records <= 0:
@@ -240,3 +381,11 @@ class MirrorMetrics:
             self.latency_max.labels(*labels).set(
                 max(0.0, committed_ms - float(row["ts_min_ms"])) / 1000.0
             )
+
+
+def _seconds_now(clock: FlowLagClock, tp: tuple[str, int]) -> float:
+    return clock.seconds(tp, time.time())
+
+
+def _assigned(assignment: Mapping[str, int], tp: tuple[str, int]) -> bool:
+    return tp[1] < assignment.get(tp[0], 0)

@@ -14,7 +14,7 @@ which is conservative. kafka-mirror's own checkpoints use the finer ranges of
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import Producer
 
@@ -38,8 +38,10 @@ def offset_syncs_location(flow: FlowSpec) -> tuple[ClusterSpec, str]:
 class OffsetSyncWriter:
     """Batch-writer hook: two syncs per partition of every batch that maps one to one."""
 
-    def __init__(self, flow: FlowSpec, admins: Mapping[str, ClusterAdmin]) -> None:
+    def __init__(self, flow: FlowSpec, admins: Mapping[str, ClusterAdmin],
+                 written: Callable[[], None] | None = None) -> None:
         self.flow = flow
+        self.written = written  # told after every batch's syncs are on the cluster
         self.cluster, self.topic = offset_syncs_location(flow)
         self.admin = admins[self.cluster.alias]
         self.producer = Producer(control_producer_config(self.cluster))
@@ -79,6 +81,8 @@ class OffsetSyncWriter:
                 f"flow {self.flow.name}: offset syncs not written to {self.topic} on cluster "
                 f"'{self.cluster.alias}': {errors[0] if errors else 'timed out'}"
             )
+        if self.written is not None:
+            self.written()
 
     def close(self) -> None:
         self.producer.flush(10)

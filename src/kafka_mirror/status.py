@@ -56,6 +56,8 @@ def render(document: dict[str, Any]) -> str:
     ]
     for name, flow in sorted(document.get("flows", {}).items()):
         lag = "unknown" if flow.get("lag") is None else f"{flow['lag']} records"
+        if flow.get("lag_seconds") is not None:
+            lag += f" ({flow['lag_seconds']:.0f} s behind)"
         lines.append(
             f"flow {name}: {flow.get('state')}{'' if flow.get('ready') else ' (not ready)'}; "
             f"lag {lag}; {flow.get('records', 0)} records, "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka.admin import (
@@ -47,6 +47,9 @@ NEVER_SYNCED = (
 # Set on every destination topic: the source's timestamps are written as CreateTime.
 TARGET_FIXED_CONFIGS = {"message.timestamp.type": "CreateTime"}
 CONFIG_WAIT_SECONDS = 15.0
+# told what changed on the target: (kind, count), kind one of topics_created,
+# partitions_added, topic_config_syncs
+TopicChanged = Callable[[str, int], None]
 
 
 @dataclass(frozen=True)
@@ -129,11 +132,17 @@ def plan_topics(
 class TopicSync:
     """Keeps a flow's destination topics in line with its source topics."""
 
-    def __init__(self, flow: FlowSpec, source: ClusterAdmin, target: ClusterAdmin) -> None:
+    def __init__(self, flow: FlowSpec, source: ClusterAdmin, target: ClusterAdmin,
+                 changed: TopicChanged | None = None) -> None:
         self.flow = flow
         self.source = source
         self.target = target
+        self.changed = changed
         self._reported: set[str] = set()  # problems warned about (once each)
+
+    def _changed(self, kind: str, count: int) -> None:
+        if self.changed is not None and count > 0:
+            self.changed(kind, count)
 
     def plan(self, created: Collection[str] = ()) -> list[TopicPlan]:
         source_parts = self.source.topic_partitions()
@@ -225,10 +234,12 @@ class TopicSync:
             except Exception as exc:
                 if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
                     continue
+                self._changed("topics_created", len(created))
                 raise TopicLayoutError(
                     f"{self.flow.name}: cannot create target topic '{name}' on cluster "
                     f"'{self.flow.target.alias}': {exc}"
                 ) from exc
+        self._changed("topics_created", len(created))
         return created
 
     def _grow(self, plans: list[TopicPlan]) -> None:
@@ -244,6 +255,7 @@ class TopicSync:
                     "%s: grew topic %s from %s to %d partitions",
                     self.flow.name, name, plan.target_partitions, plan.partitions,
                 )
+                self._changed("partitions_added", plan.partitions - (plan.target_partitions or 0))
             except Exception as exc:
                 raise TopicLayoutError(
                     f"{self.flow.name}: target topic '{name}' on cluster "
@@ -302,6 +314,7 @@ class TopicSync:
             try:
                 future.result()
                 log.info("%s: synced configs of topic %s", self.flow.name, resource.name)
+                self._changed("topic_config_syncs", 1)
             except Exception as exc:
                 failed[resource.name] = str(exc)
                 # retried at every refresh; warned about once per topic and reason

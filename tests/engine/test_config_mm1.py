@@ -10,6 +10,7 @@ import pytest
 from kafka_mirror.cli import build_parser
 from kafka_mirror.clients import consumer_properties, producer_properties, spark_source_options
 from kafka_mirror.config.mm1 import legacy_config
+from kafka_mirror.config.model import MetricsSettings
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.policy import IdentityReplicationPolicy
 
@@ -69,7 +70,9 @@ def test_mm1_several_consumer_configs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("flag", "value"),
     [("--num.streams", "many"), ("--abort.on.send.failure", "maybe"),
-     ("--offset.commit.interval.ms", "-1"), ("--whitelist", "([")],
+     ("--offset.commit.interval.ms", "-1"), ("--whitelist", "(["), ("--metrics.port", "0"),
+     ("--metrics.port", "70000"), ("--metrics.port", "http"),
+     ("--metrics.bind.address", "127.0.0.1")],
 )
 def test_bad_flags_name_flag_and_value(tmp_path: Path, flag: str, value: str) -> None:
     consumer, producer = _files(tmp_path)
@@ -86,3 +89,16 @@ def test_missing_bootstrap_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"producer\.properties"):
         legacy_config(_parse(["--consumer.config", str(consumer),
                               "--producer.config", str(producer)]))
+
+
+def test_metrics_flags_mean_what_mm2_properties_say(tmp_path: Path) -> None:
+    """--metrics.port and --metrics.bind.address: mirror.metrics.port and
+    mirror.metrics.bind.address (off without them)."""
+    consumer, producer = _files(tmp_path)
+    files = ["--consumer.config", str(consumer), "--producer.config", str(producer)]
+    assert legacy_config(_parse(files)).metrics is None
+    settings = legacy_config(_parse([*files, "--metrics.port", "9404"])).metrics
+    assert settings == MetricsSettings(9404, "0.0.0.0")
+    settings = legacy_config(_parse([*files, "--metrics.port", "9405",
+                                     "--metrics.bind.address", "127.0.0.1"])).metrics
+    assert settings == MetricsSettings(9405, "127.0.0.1")

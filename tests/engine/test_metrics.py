@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import NewPartitions
 from localprometheus import LocalPrometheus
 from mirror_process import CLI, MirrorProcess, end_offsets, mm2_properties, wait_for
 from prometheus_client import generate_latest
@@ -46,7 +47,26 @@ QUERIES = {
     "partitions": f"sum(kafka_mirror_partitions{{{FLOW}}})",
     "topics": f"sum(kafka_mirror_topics{{{FLOW}}})",
     "up": 'up{job="kafka-mirror"}',
+    "lag seconds": f"max(kafka_mirror_lag_seconds{{{FLOW}}})",
+    "checkpoint age":
+        f"time() - max(kafka_mirror_checkpoints_last_timestamp_seconds{{{FLOW}}})",
+    "offset sync age":
+        f"time() - max(kafka_mirror_offset_syncs_last_timestamp_seconds{{{FLOW}}})",
+    "heartbeat age": f"time() - max(kafka_mirror_heartbeats_last_timestamp_seconds{{{FLOW}}})",
+    "group sync age":
+        f"time() - max(kafka_mirror_group_offsets_sync_last_timestamp_seconds{{{FLOW}}})",
+    "groups checkpointed": f"sum(kafka_mirror_groups_checkpointed{{{FLOW}}})",
+    "groups synced": f"sum(kafka_mirror_groups_synced{{{FLOW}}})",
+    "topics created": f"sum(kafka_mirror_topics_created_total{{{FLOW}}})",
+    "partitions added": f"sum(kafka_mirror_partitions_added_total{{{FLOW}}})",
+    "config syncs": f"sum(kafka_mirror_topic_config_syncs_total{{{FLOW}}})",
 }
+# every alert rule: those that must stay quiet while the mirror runs well
+RULE_NAMES = ("KafkaMirrorDown", "KafkaMirrorFlowFailing", "KafkaMirrorLagGrowing",
+              "KafkaMirrorReplicationLatencyHigh", "KafkaMirrorStalled",
+              "KafkaMirrorLagSecondsHigh", "KafkaMirrorNoHeartbeat")
+QUIET = ("KafkaMirrorDown", "KafkaMirrorFlowFailing", "KafkaMirrorStalled",
+         "KafkaMirrorLagSecondsHigh", "KafkaMirrorNoHeartbeat")
 
 
 def _promtool() -> str:
@@ -163,19 +183,37 @@ def test_prometheus_scrapes_a_running_mirror(
     source_cluster.create_topic(topic, 3)
     producer = Producer(source_cluster.client_config())
 
-    def produce(count: int) -> None:
+    def produce(count: int, partitions: int = 3) -> None:
+        nonlocal producer
+        if partitions > 3:  # a producer that knows the new partition
+            producer.flush(60)
+            producer = Producer(source_cluster.client_config())
         for i in range(count):
-            producer.produce(topic, key=f"k{i}".encode(), value=b"v" * 100, partition=i % 3)
+            producer.produce(topic, key=f"k{i}".encode(), value=b"v" * 100,
+                             partition=i % partitions)
         assert producer.flush(60) == 0
 
     produce(3000)
+    # a consumer group on the source that read the first records: checkpointed, and synced
+    # to the target (absent there)
+    group = f"{topic}-readers"
+    reader = Consumer(source_cluster.client_config(**{"group.id": group}))
+    try:
+        reader.commit(offsets=[TopicPartition(topic, p, 100) for p in range(3)],
+                      asynchronous=False)
+    finally:
+        reader.close()
     port = free_port()
     config = tmp_path / "mm2.properties"
     config.write_text(mm2_properties(source_cluster, destination_cluster, (
         f"topics = {topic}\n"
-        # only the test's records: exact counts
-        "emit.heartbeats.enabled = false\n"
+        f"groups = {group}\n"
+        # only the test's records: exact counts (heartbeats are emitted, not mirrored)
         "heartbeats.replication.enabled = false\n"
+        "destination->source.emit.heartbeats.enabled = false\n"
+        "emit.checkpoints.interval.seconds = 1\n"
+        "sync.group.offsets.enabled = true\n"
+        "sync.group.offsets.interval.seconds = 1\n"
         f"mirror.metrics.port = {port}\n"
         f"mirror.metrics.bind.address = {LOOPBACK}\n"
     )))
@@ -190,10 +228,19 @@ def test_prometheus_scrapes_a_running_mirror(
                      mirror)
             wait_for(lambda: sum(end_offsets(destination_cluster, target).values()) >= 3000,
                      180, "3000 records mirrored", mirror)
-            produce(600)  # a second round while Prometheus watches
+            # a partition more on the source: added on the target, then a second round of
+            # records (into it too) while Prometheus watches
+            admin = source_cluster.admin()  # kept until the future is done
+            for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
+                future.result(timeout=30)
+            wait_for(lambda: prometheus.value(QUERIES["partitions"]) == 4, 60,
+                     "the flow to mirror 4 partitions", mirror)
+            produce(600, partitions=4)
             wait_for(lambda: prometheus.value(QUERIES["records"]) == 3600, 90,
                      "Prometheus to see 3600 records mirrored", mirror)
             wait_for(lambda: _get(f"{base}/health/ready")[0] == 200, 90, "ready", mirror)
+            wait_for(lambda: prometheus.value(QUERIES["groups synced"]) == 1, 30,
+                     "the group's checkpoints and offsets on the target", mirror)
             time.sleep(3)  # a few more scrapes, for the rate() windows
             values = {}
             for name, expr in QUERIES.items():
@@ -203,17 +250,22 @@ def test_prometheus_scrapes_a_running_mirror(
             for name, expr in dashboard_queries().items():
                 assert prometheus.query(expr), f"dashboard panel {name}: {expr} gave no series"
             rules = prometheus.rules()
-            assert len(rules) == 5
+            assert sorted(r["name"] for r in rules) == sorted(RULE_NAMES)
             for rule in rules:  # evaluated against the real series without error
                 assert rule["health"] == "ok" and not rule.get("lastError"), rule
             # the mirror is up and its flow runs; latency may be pending: the first records
             # waited for Spark to start
-            quiet = {r["name"]: r["state"] for r in rules
-                     if r["name"] in ("KafkaMirrorDown", "KafkaMirrorFlowFailing",
-                                      "KafkaMirrorStalled")}
-            assert quiet == dict.fromkeys(quiet, "inactive") and len(quiet) == 3, quiet
+            quiet = {r["name"]: r["state"] for r in rules if r["name"] in QUIET}
+            assert quiet == dict.fromkeys(QUIET, "inactive"), quiet
             assert values["records"] == 3600
-            assert values["partitions"] == 3 and values["topics"] == 1
+            assert values["partitions"] == 4 and values["topics"] == 1
+            # caught up: nothing waits; the control plane wrote within its intervals (1 s)
+            assert values["lag seconds"] == 0
+            assert values["heartbeat age"] < 5 and values["checkpoint age"] < 5
+            assert values["group sync age"] < 5 and values["offset sync age"] < 120
+            assert values["groups checkpointed"] == 1 and values["groups synced"] == 1
+            assert values["topics created"] == 1 and values["partitions added"] == 1
+            assert values["config syncs"] >= 0
             assert values["running"] == 1 and values["up"] == 1
             assert values["lag"] == 0
             assert values["record rate"] > 0 and values["byte rate"] > 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ from mirror_process import (
     wait_for,
 )
 
-from kafka_mirror.localcluster import LocalKafkaCluster
+from kafka_mirror.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -325,17 +326,33 @@ def test_legacy_mm1_flags_mirror_with_partitions_and_names_kept(
                         f"group.id=mm1-{unique_topic}\nauto.offset.reset=earliest\n")
     producer = tmp_path / "producer.properties"
     producer.write_text(f"bootstrap.servers={destination_cluster.bootstrap}\nacks=all\n")
+    port = free_port()
     mirror = MirrorProcess(
         ["legacy", "--consumer.config", str(consumer), "--producer.config", str(producer),
          "--whitelist", f"{topic},nothing-else", "--num.streams", "2",
          "--offset.commit.interval.ms", "1000", "--state-dir", str(tmp_path / "state"),
-         "--spark-conf", "spark.driver.memory=768m"],
+         "--spark-conf", "spark.driver.memory=768m",
+         "--metrics.port", str(port), "--metrics.bind.address", LOOPBACK],
         tmp_path / "legacy.log",
     ).start()
     try:
         wait_for(lambda: _mirror_has(destination_cluster, topic, {0: 100, 1: 100, 2: 100}),
                  180, "MM1-style mirror", mirror)
         _same(source_cluster, destination_cluster, topic, topic)
+        # --metrics.port serves the metrics endpoint as mirror.metrics.port does
+        counted = 'kafka_mirror_records_total{flow="source->target",source="source",' \
+            'target="target"} 300.0'
+
+        def metrics_served() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/metrics",
+                                            timeout=5) as page:
+                    return counted in page.read().decode()
+            except OSError:
+                return False
+
+        wait_for(metrics_served, 60, "the legacy mirror's /metrics to count 300 records",
+                 mirror)
         # the consumer config's group shows the mirror's position to standard lag tools
         def committed() -> bool:
             positions = committed_offsets(source_cluster, f"mm1-{unique_topic}",

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_mirror.config import keys
-from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig, SyncSettings
+from kafka_mirror.config.model import (
+    ClusterSpec,
+    FlowSpec,
+    MetricsSettings,
+    MirrorConfig,
+    SyncSettings,
+)
 from kafka_mirror.config.properties import load_properties
 from kafka_mirror.config.providers import resolve_providers
 from kafka_mirror.config.values import Values, check_regex
@@ -57,6 +63,14 @@ def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
                         default="true", metavar="BOOL")
     parser.add_argument("--offset.commit.interval.ms", dest="offset_commit_interval_ms",
                         default="60000", metavar="MS")
+    # not MM1's: kafka-mirror's metrics endpoint (mirror.metrics.port and
+    # mirror.metrics.bind.address in mm2.properties)
+    parser.add_argument("--metrics.port", dest="metrics_port", default=None, metavar="N",
+                        help="serve /metrics, /health/live, /health/ready and /status on this "
+                        "port (default: off)")
+    parser.add_argument("--metrics.bind.address", dest="metrics_bind_address", default=None,
+                        metavar="ADDR", help="the address the metrics endpoint listens on "
+                        "(default 0.0.0.0)")
     for flag in ("--num.producers", "--queue.size", "--message.handler",
                  "--message.handler.args", "--rebalance.listener",
                  "--rebalance.listener.args", "--consumer.rebalance.listener"):
@@ -80,6 +94,20 @@ def _flag_bool(name: str, raw: str) -> bool:
     return raw.lower() == "true"
 
 
+def _metrics(ns: argparse.Namespace) -> MetricsSettings | None:
+    port = getattr(ns, "metrics_port", None)
+    address = getattr(ns, "metrics_bind_address", None)
+    if port is None:
+        if address is not None:
+            raise ConfigError("--metrics.bind.address needs --metrics.port",
+                              key="--metrics.bind.address", value=address)
+        return None
+    number = _flag_int("--metrics.port", str(port), 1)
+    if number > 65535:
+        raise ConfigError("expected a TCP port, 1 to 65535", key="--metrics.port", value=port)
+    return MetricsSettings(number, address.strip() if address else "0.0.0.0")
+
+
 def _mm1_regex(name: str, raw: str) -> tuple[str, ...]:
     """MM1 regexes: a comma separates alternatives; surrounding quotes are dropped."""
     items = tuple(p.strip() for p in raw.strip().strip("'\"").split(",") if p.strip())
@@ -101,6 +129,7 @@ def _cluster_from_file(alias: str, path: Path, role: str) -> ClusterSpec:
 
 def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
     num_streams = _flag_int("--num.streams", str(ns.num_streams), 1)
+    metrics = _metrics(ns)
     abort = _flag_bool("--abort.on.send.failure", str(ns.abort_on_send_failure))
     commit_ms = _flag_int("--offset.commit.interval.ms", str(ns.offset_commit_interval_ms), 0)
     notices = []
@@ -149,4 +178,5 @@ def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
         flows=tuple(flows),
         spark_conf={"spark.master": f"local[{num_streams}]"} if num_streams > 1 else {},
         notices=tuple(notices),
+        metrics=metrics,
     )

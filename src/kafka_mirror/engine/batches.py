@@ -12,6 +12,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kafka_mirror.config.model import FlowSpec
@@ -37,6 +38,8 @@ class BatchCommitted:
     process_rate: float
     duration: float = 0.0  # seconds the batch took
     observed: Mapping[str, Any] = field(default_factory=dict)  # the flow's observe() row
+    # when the batch was planned (Unix time): when Spark read ``source_latest``
+    planned: float | None = None
 
     @property
     def moved(self) -> bool:
@@ -68,6 +71,19 @@ def parse_offsets(text: Any) -> Positions:
         if isinstance(parts, dict)
         for p, o in parts.items()
     }
+
+
+def progress_time(text: Any) -> float | None:
+    """A progress event's ``timestamp`` (ISO 8601, UTC) as Unix time; None when unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
 
 
 def observed_row(progress: Any, name: str) -> dict[str, Any]:
@@ -102,6 +118,7 @@ def event_from_progress(
         process_rate=float(progress.processedRowsPerSecond or 0.0),
         duration=float(getattr(progress, "batchDuration", 0) or 0) / 1000.0,
         observed=dict(row or {}),
+        planned=progress_time(getattr(progress, "timestamp", None)),
     )
 
 

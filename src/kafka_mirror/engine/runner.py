@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +146,19 @@ class FlowRunner:
         self.state = FlowState(state_root / flow.path_name)
         self.source = admins[flow.source.alias]
         self.target = admins[flow.target.alias]
-        self.topics = TopicSync(flow, self.source, self.target)
+        self.topics = TopicSync(
+            flow, self.source, self.target,
+            partial(metrics.topics_changed, flow) if metrics is not None else None,
+        )
         self.raw_config = dict(raw_config or {})
         self.ranges_path = self.state.flow_dir / "offset-ranges.json"
         self.ranges = OffsetRanges.load(self.ranges_path)
         self.offset_syncs = (
-            OffsetSyncWriter(flow, admins) if flow.syncs.emit_offset_syncs else None
+            OffsetSyncWriter(
+                flow, admins,
+                partial(metrics.offset_syncs_written, flow) if metrics is not None else None,
+            )
+            if flow.syncs.emit_offset_syncs else None
         )
         self.hooks: list[WriteHook] = [RangeKeeper(self.ranges)]
         if self.offset_syncs is not None:
@@ -531,7 +539,8 @@ class Mirror:
                 checkpointer.start()
                 checkpointers.append(checkpointer)
                 tasks.append(Periodic(f"{flow.name} checkpoints", flow.syncs.checkpoints_interval,
-                                      checkpointer.emit, flow.syncs.checkpoints_interval))
+                                      self._checkpoint_round(checkpointer),
+                                      flow.syncs.checkpoints_interval))
                 if flow.syncs.refresh_groups:
                     tasks.append(Periodic(f"{flow.name} groups",
                                           flow.syncs.refresh_groups_interval,
@@ -540,18 +549,39 @@ class Mirror:
                 if flow.syncs.sync_group_offsets:
                     interval = flow.syncs.sync_group_offsets_interval
                     tasks.append(Periodic(f"{flow.name} group offsets", interval,
-                                          checkpointer.sync_group_offsets, interval))
+                                          self._group_sync_round(checkpointer), interval))
             if flow.syncs.sync_topic_acls:
                 acls = AclSync(flow, runner.source, runner.target)
                 tasks.append(Periodic(f"{flow.name} ACLs", flow.syncs.sync_topic_acls_interval,
                                       acls.run))
         emitters = []
         for spec in self.config.heartbeats:
-            emitter = HeartbeatEmitter(spec, admins)
+            delivered = None
+            if self.metrics is not None:
+                self.metrics.register_heartbeats(spec)
+                delivered = partial(self.metrics.heartbeat_delivered, spec)
+            emitter = HeartbeatEmitter(spec, admins, delivered)
             emitter.start()
             emitters.append(emitter)
             tasks.append(Periodic(f"{spec.name} heartbeats", spec.interval, emitter.beat))
         return tasks, checkpointers, emitters
+
+    def _checkpoint_round(self, checkpointer: GroupCheckpointer) -> Callable[[], None]:
+        """One checkpoint round, reported to the metrics when it succeeded."""
+        def emit() -> None:
+            checkpointer.emit()
+            if self.metrics is not None:
+                self.metrics.checkpoints_emitted(checkpointer.flow,
+                                                 checkpointer.groups_checkpointed)
+        return emit
+
+    def _group_sync_round(self, checkpointer: GroupCheckpointer) -> Callable[[], None]:
+        """One group offset sync round, reported to the metrics when it succeeded."""
+        def sync() -> None:
+            outcome = checkpointer.sync_group_offsets()
+            if self.metrics is not None:
+                self.metrics.group_offsets_synced(checkpointer.flow, outcome.synced)
+        return sync
 
     def run(self, stop: threading.Event) -> None:
         """Mirror until ``stop`` is set (or every flow stopped for good), serving the metrics

@@ -13,15 +13,26 @@
 #            preflight refuses broken topologies (tests/integration/topology.yml); inventories/fleet renders
 #            each host's own flows (tests/integration/topology_fleet.yml). No cluster needed; the
 #            engine is $KAFKA_MIRROR_CLI (default .venv/bin/kafka-mirror). Also run first by `modules`.
+#   monitoring: the mirror role's monitoring entry point (file_sd targets, alert rules, Grafana dashboard and
+#            provider) applied to a local directory: in check mode on nothing (writes nothing), for real,
+#            again (no change), in check mode again (no change); then promtool check config on a
+#            prometheus.yml that reads the target and rule files (tests/integration/monitoring*.yml).
+#            Needs promtool (Debian package prometheus). Also run by `render`.
 #   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
 #            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml), then against a third one with
 #            SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners (tests/integration/modules_secured.yml,
 #            run with -vvv; fails when a password shows up in the output), then the kerberos step
+#   flows:   kafka.mirror.preflight (disk headroom) and kafka.mirror.topics for hosts with mirror_flows
+#            (active-active, aggregation, a flow shared by two hosts, a disabled flow) against three
+#            single-node clusters on 127.0.0.1 of its own (ports $FLOWS_PORTS, default 29392 29492 29592),
+#            after the single-flow shorthand's tests/integration/flows_per_host.yml on two of them:
+#            --check plans and creates nothing, then each flow's topics are created once, then a second
+#            run changes nothing (tests/integration/flows_topology.yml); also run by `modules`, on its clusters
 #   kerberos: the modules over SASL GSSAPI against a real MIT KDC and a Kerberized broker, both started
 #            by tests/integration/kerberos_cluster.py (tests/integration/modules_kerberos.yml, -vvv; fails
 #            when key material of a keytab shows up). Installs the GSSAPI confluent-kafka wheel
 #            (scripts/build-gssapi-client.sh) and the gssapi package into the venv first.
-# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|render|modules|kerberos ...]   (default: lint sanity importer units)
+# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|render|monitoring|modules|flows|kerberos ...]   (default: lint sanity importer units)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
@@ -129,6 +140,38 @@ run_render() {
     "$REPO/tests/integration/topology_fleet.yml" >"$WORK/render-fleet.log" 2>&1 \
     || { tail -80 "$WORK/render-fleet.log"; echo "topology_fleet.yml failed (full output: $WORK/render-fleet.log)"; return 1; }
   grep -E '^(PLAY \[|mirror0[0-9.a-z]+ +:)' "$WORK/render-fleet.log"
+  run_monitoring
+}
+
+run_monitoring() {
+  echo "== mirror role monitoring content (file_sd, rules, dashboard) applied locally, checked by promtool"
+  local root=$WORK/monitoring-collection dir=$WORK/monitoring n=0 mode want changed log
+  command -v promtool >/dev/null || { echo "promtool not found (Debian package prometheus)"; return 1; }
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  # check mode on nothing, for real, again, check mode again: expected changed counts
+  for mode in check:changed apply:changed apply:0 check:0; do
+    n=$((n + 1)); want=${mode#*:}; log=$WORK/monitoring-$n.log
+    ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/tests/integration/monitoring_inventory.yml" \
+      -e ansible_python_interpreter="$(command -v python)" -e monitoring_dir="$dir" \
+      $([ "${mode%%:*}" = check ] && echo --check) "$REPO/tests/integration/monitoring.yml" >"$log" 2>&1 \
+      || { tail -60 "$log"; echo "monitoring.yml (${mode%%:*}) failed (full output: $log)"; return 1; }
+    changed=$(sed -nE 's/^localhost +: ok=[0-9]+ +changed=([0-9]+).*/\1/p' "$log")
+    echo "run $n (${mode%%:*}): changed=$changed"
+    if [ "$want" = changed ]; then
+      [ "${changed:-0}" -gt 0 ] || { tail -40 "$log"; echo "expected changes"; return 1; }
+    else
+      [ "$changed" = 0 ] || { grep -B3 -E '^changed: ' "$log" | tail -40; echo "expected no change"; return 1; }
+    fi
+    if [ $n -eq 1 ] && [ -e "$dir" ]; then echo "check mode wrote into $dir"; find "$dir" | head; return 1; fi
+  done
+  grep -q 'RUNNING HANDLER \[kafka.mirror.mirror : Reload Prometheus\]' "$WORK/monitoring-2.log" \
+    || { echo "the changed rules did not notify Reload Prometheus"; return 1; }
+  ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/tests/integration/monitoring_inventory.yml" \
+    -e ansible_python_interpreter="$(command -v python)" -e monitoring_dir="$dir" \
+    -e monitoring_collection_dir="$root/ansible_collections/kafka/mirror" \
+    "$REPO/tests/integration/monitoring_verify.yml" >"$WORK/monitoring-verify.log" 2>&1 \
+    || { tail -60 "$WORK/monitoring-verify.log"; echo "monitoring_verify.yml failed"; return 1; }
+  grep -E '^(PLAY \[|localhost +:)' "$WORK/monitoring-verify.log"
 }
 
 run_modules() {
@@ -147,6 +190,15 @@ run_modules() {
     [ $rc -eq 0 ] && { ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/tests/integration/flows_inventory.yml" \
       -e ansible_python_interpreter="$(command -v python)" -e src_port=29092 -e dst_port=29192 \
       "$REPO/tests/integration/flows_per_host.yml" || rc=1; }
+    # hosts with mirror_flows: these two clusters and a third one
+    if [ $rc -eq 0 ]; then
+      if bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-c 127.0.0.1 29292; then
+        run_flows_topology "$root" 29092 29192 29292 || rc=1
+      else
+        rc=1
+      fi
+      bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-c || true
+    fi
   fi
   # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners and random passwords.
   local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log
@@ -184,6 +236,48 @@ PY
   bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-src || true
   bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-dst || true
   run_kerberos || rc=1
+  return $rc
+}
+
+# tests/integration/flows_topology.yml against the running clusters xa, xb, xc (ports $2 $3 $4), with
+# the collection under $1: --check first (plan), then apply, then again (no change).
+run_flows_topology() {
+  local root=$1 phase log
+  for phase in plan apply again; do
+    log=$WORK/flows-$phase.log
+    local check=(); [ "$phase" = plan ] && check=(--check)
+    if ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/tests/integration/flows_topology_inventory.yml" \
+         -e ansible_python_interpreter="$(command -v python)" -e xa_port="$2" -e xb_port="$3" -e xc_port="$4" \
+         -e flows_phase=$phase "${check[@]}" "$REPO/tests/integration/flows_topology.yml" >"$log" 2>&1; then
+      echo "flows_topology.yml $phase${check[*]:+ (--check)}: ok"
+      grep -E '^(mirror-[a-z]+|localhost) +:' "$log"
+    else
+      tail -80 "$log"; echo "flows_topology.yml $phase failed (full output: $log)"; return 1
+    fi
+  done
+}
+
+run_flows() {
+  echo "== topics and disk headroom per flow (mirror_flows) against three real clusters"
+  local root=$WORK/flows rc=0 ports name i=0
+  read -r -a ports <<<"${FLOWS_PORTS:-29392 29492 29592}"
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  export MOL_HOME=$WORK/clusters
+  for name in flows-xa flows-xb flows-xc; do
+    bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start "$name" 127.0.0.1 "${ports[$i]}" || { rc=1; break; }
+    i=$((i + 1))
+  done
+  # the single-flow shorthand as before (tests/integration/flows_per_host.yml), then hosts with mirror_flows
+  if [ $rc -eq 0 ]; then
+    python "$REPO/tests/integration/seed.py" "${ports[0]}" >/dev/null && \
+    ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/tests/integration/flows_inventory.yml" \
+      -e ansible_python_interpreter="$(command -v python)" -e src_port="${ports[0]}" -e dst_port="${ports[1]}" \
+      "$REPO/tests/integration/flows_per_host.yml" >"$WORK/flows-single.log" 2>&1 \
+      && { echo "flows_per_host.yml (single-flow variables): ok"; grep -E '^mirror-[a-z]+ +:' "$WORK/flows-single.log"; } \
+      || { tail -60 "$WORK/flows-single.log"; echo "flows_per_host.yml failed"; rc=1; }
+  fi
+  [ $rc -eq 0 ] && { run_flows_topology "$root" "${ports[@]}" || rc=1; }
+  for name in flows-xa flows-xb flows-xc; do bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop "$name" || true; done
   return $rc
 }
 

@@ -91,6 +91,13 @@ options:
       - Alias of the source cluster, the prefix of the destination topic names with
         O(replication_policy=default).
     type: str
+  destination_alias:
+    description:
+      - Alias of the destination cluster. With O(replication_policy=default), source topics that
+        already came from it (C(<destination_alias>.<topic>), the other direction of an
+        active-active pair) are not mirrored back, as in M(kafka.mirror.mirror_topics), and are
+        not counted (RV(skipped_cycles)).
+    type: str
   replication_policy_separator:
     description:
       - Separator between the source alias and the topic name.
@@ -154,6 +161,11 @@ local:
   description: Free space at O(local_path).
   returned: when O(local_path) is set
   type: dict
+skipped_cycles:
+  description: Selected source topics that came from the destination (O(destination_alias)) and are not counted.
+  returned: always
+  type: list
+  elements: str
 table:
   description: The per-broker table, one line per broker, as printed on failure.
   returned: always
@@ -176,6 +188,7 @@ from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection impo
     connection_argument_spec,
     connection_required_if,
     destination_topic_name,
+    is_cycle,
     kafka_python_admin_client,
     on_side,
     select_topics,
@@ -287,6 +300,7 @@ def main():
         replication_factor=dict(type='int', default=-1),
         replication_policy=dict(type='str', default='default', choices=['default', 'identity']),
         source_alias=dict(type='str'),
+        destination_alias=dict(type='str'),
         replication_policy_separator=dict(type='str', default='.'),
         margin_percent=dict(type='float', default=20),
         local_path=dict(type='path'),
@@ -302,6 +316,9 @@ def main():
         try:
             with on_side(p, 'source'):
                 topics = select_topics(src.list_topics(), p['topics'], p['topics_exclude'])
+                skipped = [t for t in topics if is_cycle(t, p['replication_policy'], p['destination_alias'],
+                                                         p['replication_policy_separator'])]
+                topics = [t for t in topics if t not in skipped]
                 source_parts = partition_sizes(src, topics)
         finally:
             src.close()
@@ -350,7 +367,7 @@ def main():
         table.append('%-8s %14s %14s %14s  %-6s %s' % row)
     result = dict(changed=False, source_bytes=source_bytes, topics=sizes, remaining_bytes=remaining_bytes,
                   remaining=remaining, required_bytes=required,
-                  replication_factor=rf, brokers=brokers, table=table)
+                  replication_factor=rf, brokers=brokers, table=table, skipped_cycles=sorted(skipped))
     msgs = []
     if not ok:
         msgs.append('destination cannot take the %s of source data still to be mirrored (of %s) x RF %d + %s%% margin'

@@ -1,4 +1,5 @@
-"""Behaviour of a converged kafka.mirror host: service, user, files, JMX exporter, data mirrored."""
+"""Behaviour of a converged kafka.mirror host: service, user, files, JMX exporter, data mirrored,
+kafka-mirror's own metrics endpoint scraped from the controller."""
 
 import os
 import time
@@ -206,3 +207,106 @@ def test_records_mirrored_with_partitions(mirror_host, read_mirrored):
                         **{"topic.metadata.refresh.interval.ms": 2000})
     assert len(got) == len(sent), f"{len(got)}/{len(sent)} records mirrored"
     assert got == sent
+
+
+def _metrics_port(host):
+    """kafka-mirror's endpoint port, or None (stock MirrorMaker 2, or mirror_metrics_enabled false)."""
+    hv = _hostvars(host)
+    if hv.get("mirror_engine", "kafka_mirror") != "kafka_mirror" or not hv.get("mirror_metrics_enabled", True):
+        return None
+    return int(hv.get("mirror_metrics_port", 9405))
+
+
+def _get(url, timeout=5):
+    """(status, body) of a GET from the controller; status 0 when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def _records_total(text):
+    """kafka_mirror_records_total per flow label, from the Prometheus text format (prometheus_client's parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "kafka_mirror_records_total":
+                totals[sample.labels["flow"]] = totals.get(sample.labels["flow"], 0) + sample.value
+    return totals
+
+
+def test_metrics_endpoint_on_the_host(mirror_host):
+    """kafka-mirror's endpoint listens on mirror_metrics_port (not the JMX exporter's 9404) and answers
+    on the host; the port and bind address come from mm2.properties."""
+    host = mirror_host
+    port = _metrics_port(host)
+    if port is None:
+        pytest.skip("no kafka-mirror metrics endpoint on this host")
+    conf = host.file("/etc/kafka-mirror/mm2.properties").content_string.splitlines()
+    assert f"mirror.metrics.port={port}" in conf
+    assert "mirror.metrics.bind.address=0.0.0.0" in conf
+    assert port != 9404
+    status = ""
+    for _ in range(60):
+        status = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/health/live").stdout
+        if status == "200":
+            break
+        time.sleep(2)
+    assert status == "200"
+    assert host.socket(f"tcp://0.0.0.0:{port}").is_listening
+
+
+def test_metrics_scraped_from_the_controller(mirror_host, tmp_path):
+    """The collection's monitoring entry point lists this host in a Prometheus file_sd file; from the
+    controller, every listed target's /metrics parses with the Prometheus text parser and counts the
+    records mirrored (kafka_mirror_records_total > 0), and /health/ready answers 200."""
+    import subprocess
+
+    import yaml
+    from confluent_kafka import Producer
+
+    host = mirror_host
+    port = _metrics_port(host)
+    if port is None:
+        pytest.skip("no kafka-mirror metrics endpoint on this host")
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    playbook = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "_shared", "monitoring.yml")
+    run = subprocess.run(["ansible-playbook", "-i", inventory, "-e", f"monitoring_dir={tmp_path}", playbook],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    entries = yaml.safe_load((tmp_path / "file_sd" / "kafka-mirror.yml").read_text())
+    hv = _hostvars(host)
+    name = hv["inventory_hostname"]
+    mine = [e for e in entries if e["labels"]["mirror_host"] == name]
+    address = hv.get("ansible_host") or name
+    assert mine == [{"targets": [f"{address}:{port}"], "labels": {"mirror_host": name}}], entries
+
+    # records to count, in case nothing was mirrored yet
+    p = Producer({"bootstrap.servers": SOURCE})
+    for i in range(10):
+        p.produce("molecule.orders", key=b"metrics-%d" % i, value=b"m", partition=i % 3)
+    assert p.flush(30) == 0
+    target = mine[0]["targets"][0]
+    src, dst = _aliases(host)
+    totals, ready = {}, (0, "")
+    for _ in range(90):
+        status, text = _get(f"http://{target}/metrics")
+        totals = _records_total(text) if status == 200 else {}
+        ready = _get(f"http://{target}/health/ready")
+        if totals.get(f"{src}->{dst}", 0) > 0 and ready[0] == 200:
+            break
+        time.sleep(2)
+    assert totals.get(f"{src}->{dst}", 0) > 0, totals
+    assert ready[0] == 200, ready
+    import json
+
+    report = json.loads(ready[1])
+    assert report["ready"] is True and report["flows"][f"{src}->{dst}"]["ready"] is True, report

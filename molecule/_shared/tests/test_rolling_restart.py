@@ -1,5 +1,6 @@
 """kafka.mirror.rolling_restart under continuous produce: every host restarts, the playbook waits for
-the mirror's own readiness (new positions in its lag group), and no record is lost."""
+the mirror's own readiness (its /health/ready endpoint; new positions in its lag group when the
+endpoint is off: the supervisord scenario), and no record is lost."""
 
 import os
 import subprocess
@@ -58,9 +59,13 @@ def test_rolling_restart_waits_for_the_mirror_and_loses_nothing(host, read_mirro
         stop.set()
         thread.join()
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "new positions committed" in run.stdout, run.stdout[-3000:]
-    assert _main_pid(host) != pid_before
     hv = host.ansible.get_variables()
+    if hv.get("mirror_metrics_enabled", True):
+        port = hv.get("mirror_metrics_port", 9405)
+        assert f"ready: http://127.0.0.1:{port}/health/ready answered 200" in run.stdout, run.stdout[-3000:]
+    else:
+        assert "new positions committed" in run.stdout, run.stdout[-3000:]
+    assert _main_pid(host) != pid_before
     got = read_mirrored(f"{hv['mirror_source_alias']}.{topic}", sent, f"molecule-restart-{marker}", 300,
                         **{"topic.metadata.refresh.interval.ms": 2000})
     assert len(sent) > 500

@@ -49,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -60,7 +61,13 @@ from typing import Any
 from confluent_kafka import Producer, TopicPartition, libversion
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_mirror.localcluster import LocalKafkaCluster, stop_process, tail, write_properties
+from kafka_mirror.localcluster import (
+    LocalKafkaCluster,
+    free_port,
+    stop_process,
+    tail,
+    write_properties,
+)
 from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 SOURCE_TOPIC = "bench"
@@ -69,6 +76,7 @@ SOURCE_ALIAS = "source"
 TARGET_ALIAS = "destination"
 TARGET_TOPIC = f"{SOURCE_ALIAS}.{SOURCE_TOPIC}"
 MB = 1_000_000
+KM_METRICS = "kafka-mirror, metrics on"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SAMPLE_INTERVAL = 0.5
 POLL_INTERVAL = 0.2
@@ -827,6 +835,32 @@ class KafkaMirrorProcess:
             self._log = None
 
 
+class MetricsScraper:
+    """Scrapes kafka-mirror's ``/metrics`` at a fixed interval, as Prometheus would, so that the
+    "metrics on" run pays for serving them too."""
+
+    def __init__(self, url: str, interval: float = 5.0) -> None:
+        self.url = url
+        self.interval = interval
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="metrics-scraper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(self.url, timeout=self.interval) as response:
+                    response.read()
+                self.scrapes += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.interval + 1)
+
+
 def run_kafka_mirror(
     workdir: Path,
     source: LocalKafkaCluster,
@@ -838,16 +872,25 @@ def run_kafka_mirror(
     spark_extra: Mapping[str, str],
     producer_extra: Mapping[str, str],
     timeout: float,
+    metrics: bool = False,
 ) -> MirrorResult:
     props = kafka_mirror_config(
         source, destination, workload, max_records_per_batch, producer_extra
     )
+    scraper: MetricsScraper | None = None
+    if metrics:
+        port = free_port()
+        props["mirror.metrics.port"] = str(port)
+        props["mirror.metrics.bind.address"] = "127.0.0.1"
+        scraper = MetricsScraper(f"http://127.0.0.1:{port}/metrics")
     spark_conf = {"spark.driver.memory": driver_memory, **spark_extra}
     mirror = KafkaMirrorProcess(props, workdir, spark_conf)
     started: list[Measurement] = []
+    if scraper is not None:
+        scraper.start()
     try:
         result = measure(
-            "kafka-mirror",
+            KM_METRICS if metrics else "kafka-mirror",
             mirror.start,
             mirror.alive,
             mirror.log_path,
@@ -859,7 +902,12 @@ def run_kafka_mirror(
             started.append,
         )
     finally:
+        if scraper is not None:
+            scraper.stop()
         mirror.stop(started[0].sampler if started else None)
+    if scraper is not None:
+        result.extra["metrics_scrapes"] = scraper.scrapes
+        result.extra["metrics_scrape_seconds"] = scraper.interval
     result.ready_seconds = log_time(
         mirror.log_path, "partitions (checkpoint", started[0].started_wall
     )
@@ -908,9 +956,12 @@ def render_table(
 ) -> str:
     mm2 = [r for r in results if r.name == "MirrorMaker 2"]
     km = [r for r in results if r.name == "kafka-mirror"]
-    rounds = max(len(mm2), len(km))
+    km_metrics = [r for r in results if r.name == KM_METRICS]
+    rounds = max(len(mm2), len(km), len(km_metrics))
     width = 38
     header = f"{'':{width}} {'MirrorMaker 2':>14} {'kafka-mirror':>14} {'kafka-mirror/MM2':>17}"
+    if km_metrics:
+        header += f" {'metrics on':>14} {'on/off':>8}"
     lines = [
         f"workload: {workload.records:,} records, {workload.record_size} B values + keys + "
         f"2 headers, {workload.partitions} partitions, {produce_source.payload_bytes / MB:,.0f} "
@@ -922,10 +973,14 @@ def render_table(
     for label, get, fmt in ROWS:
         a = _median([get(r) for r in mm2])
         b = _median([get(r) for r in km])
-        lines.append(
+        line = (
             f"{label:{width}} {fmt.format(a) if a is not None else '-':>14} "
             f"{fmt.format(b) if b is not None else '-':>14} {_ratio(a, b):>17}"
         )
+        if km_metrics:
+            c = _median([get(r) for r in km_metrics])
+            line += f" {fmt.format(c) if c is not None else '-':>14} {_ratio(b, c):>8}"
+        lines.append(line)
     lines.append("-" * len(header))
     produces = [("raw produce into the source", produce_source)]
     if produce_ceiling is not None:
@@ -937,7 +992,9 @@ def render_table(
             f"{p.producer_cpu_seconds:.0f} CPU s)"
         )
     if rounds > 1:
-        for name, runs in (("MirrorMaker 2", mm2), ("kafka-mirror", km)):
+        for name, runs in (("MirrorMaker 2", mm2), ("kafka-mirror", km), (KM_METRICS, km_metrics)):
+            if not runs:
+                continue
             lines.append(
                 f"{name} per round (rec/s start-to-done / first-to-last): "
                 + ", ".join(f"{r.records_per_s:,.0f}/{r.steady_records_per_s:,.0f}" for r in runs)
@@ -1023,6 +1080,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra destination.producer.* setting for kafka-mirror only",
     )
     parser.add_argument("--only", choices=("both", "mm2", "kafka-mirror"), default="both")
+    parser.add_argument(
+        "--km-metrics",
+        action="store_true",
+        help="also run kafka-mirror with its metrics endpoint on (scraped every 5 s) and "
+        "report the ratio to metrics off",
+    )
     parser.add_argument(
         "--rounds",
         type=int,
@@ -1133,6 +1196,8 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
             report["produce"]["ceiling"] = _produce_json(produce_ceiling)
 
         mirrors = ["mm2", "kafka-mirror"] if ns.only == "both" else [ns.only]
+        if ns.km_metrics and ns.only != "mm2":
+            mirrors.append("kafka-mirror+metrics")
         for round_no in range(1, ns.rounds + 1):
             # Alternate the order between rounds, so neither always runs first.
             order = mirrors if round_no % 2 else list(reversed(mirrors))
@@ -1160,7 +1225,8 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
                     )
                 else:
                     print(
-                        f"round {round_no}: kafka-mirror (spark.driver.memory {ns.driver_memory})",
+                        f"round {round_no}: kafka-mirror (spark.driver.memory {ns.driver_memory}"
+                        + (", metrics endpoint on)" if kind == "kafka-mirror+metrics" else ")"),
                         flush=True,
                     )
                     result = run_kafka_mirror(
@@ -1174,6 +1240,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
                         dict(ns.spark_conf),
                         dict(ns.km_producer),
                         ns.timeout,
+                        metrics=kind == "kafka-mirror+metrics",
                     )
                 result.round = round_no
                 results.append(result)

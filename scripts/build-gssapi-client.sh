@@ -39,7 +39,9 @@
 #                   into VENV (replacing PyPI's confluent-kafka), also apt-get the runtime
 #                   packages above, and check that VENV's confluent_kafka accepts GSSAPI
 # Environment: PYTHON (builder when --install is not given; default python3),
-#   KAFKA_MIRROR_CACHE (download cache; default ~/.cache/kafka-mirror).
+#   KAFKA_MIRROR_CACHE (download cache; default ~/.cache/kafka-mirror). A wheel built here is
+#   also kept there, under the sha256 of this script, and reused by a fresh clone on the same
+#   machine (a changed recipe builds anew; --force ignores it).
 # Needs the package clients only (apt-get, npm, pip): no other network access. About 1.5 minutes
 # on 2 cores; a no-op (a second) when the wheel exists.
 set -euo pipefail
@@ -207,12 +209,20 @@ build() {
   rm -rf "$WORK"
 }
 
+# built wheels kept per recipe (this script's sha256), for fresh clones on the same machine
+BUILT=$CACHE/built-$(sha256sum "$REPO/scripts/build-gssapi-client.sh" | cut -c1-16)
 wheel=$(find_wheel)
+cached=$([ -d "$BUILT" ] && find "$BUILT" -maxdepth 1 -name "$wheel_glob" | sort | tail -n 1 || true)
 if [ -n "$wheel" ] && [ "$force" -eq 0 ]; then
   echo "up to date: $wheel (--force rebuilds)"
+elif [ -n "$cached" ] && [ "$force" -eq 0 ]; then
+  mkdir -p "$OUT"; cp "$cached" "$OUT/"
+  wheel=$(find_wheel)
+  echo "up to date: $wheel (built earlier by this recipe, from $BUILT; --force rebuilds)"
 else
   build
   wheel=$(find_wheel)
+  mkdir -p "$BUILT"; rm -f "$BUILT"/$wheel_glob; cp "$wheel" "$BUILT/"
   echo "built: $wheel ($(du -h "$wheel" | cut -f1))"
 fi
 

@@ -15,6 +15,8 @@ if [ "${1:-}" = "--test" ]; then
   # kadmin.local), kinit (librdkafka runs it), Cyrus SASL's GSSAPI plugin (librdkafka's GSSAPI),
   # and the krb5 headers python-gssapi (kafka-python's GSSAPI, in .venv-ansible) is built against.
   # Metrics tests: a real Prometheus server (and promtool), started by the tests on loopback.
+  # Dashboard schema test: npm (and node) for Grafana's schema tools (tests/engine/grafanaschema.py)
+  command -v npm >/dev/null 2>&1 || need_apt+=(npm)
   for pkg in krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit libkrb5-dev \
       prometheus; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || need_apt+=("$pkg")
@@ -52,6 +54,11 @@ extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".${extras}"
+if [ "${1:-}" = "--test" ]; then
+  # the dashboard schema test's npm tools, pinned by tests/engine/data/grafana-schema's lockfile,
+  # and the schema made from them: into a cache outside the repository (printed)
+  .venv/bin/python tests/engine/grafanaschema.py
+fi
 
 mvn -q -B -f jvm/pom.xml package -DskipTests
 echo "setup done: .venv/bin/kafka-mirror is ready"

@@ -28,16 +28,21 @@
 #            after the single-flow shorthand's tests/integration/flows_per_host.yml on two of them:
 #            --check plans and creates nothing, then each flow's topics are created once, then a second
 #            run changes nothing (tests/integration/flows_topology.yml); also run by `modules`, on its clusters
+#   awx:     kafka.mirror.awx_configure and the AWX entry points (playbooks/awx/) pass
+#            ansible-playbook --syntax-check with awx.awx resolved, and execution-environment.yml passes
+#            ansible-builder's own validation (`ansible-builder create`: writes the build context, builds
+#            nothing; no container engine here). The data files are checked by the units step
+#            (tests/unit/awx). No controller is contacted.
 #   kerberos: the modules over SASL GSSAPI against a real MIT KDC and a Kerberized broker, both started
 #            by tests/integration/kerberos_cluster.py (tests/integration/modules_kerberos.yml, -vvv; fails
 #            when key material of a keytab shows up). Installs the GSSAPI confluent-kafka wheel
 #            (scripts/build-gssapi-client.sh) and the gssapi package into the venv first.
-# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|render|monitoring|modules|flows|kerberos ...]   (default: lint sanity importer units)
+# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|awx|render|monitoring|modules|flows|kerberos ...]   (default: lint sanity importer units awx)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
 STEPS=("$@")
-[ ${#STEPS[@]} -eq 0 ] && STEPS=(lint sanity importer units)
+[ ${#STEPS[@]} -eq 0 ] && STEPS=(lint sanity importer units awx)
 
 # shellcheck source=scripts/ansible-venv.sh
 . "$REPO/scripts/ansible-venv.sh"
@@ -65,8 +70,37 @@ copy_collection() {
   tar -C "$dest" -xzf "$ARTIFACT"
 }
 
+# awx.awx, which kafka.mirror.awx_configure uses (an optional dependency: docs/awx.md), for lint, the
+# importer's lint and the syntax check. Galaxy is not reachable from the test machines; the `ansible`
+# community package on PyPI ships awx.awx (ansible 12.3.0: awx.awx 24.6.1), so only that collection
+# is taken from its wheel (checked against the sha256 below) into a cache directory, once.
+AWX_ANSIBLE_VERSION=12.3.0
+AWX_ANSIBLE_WHEEL=ansible-$AWX_ANSIBLE_VERSION-py3-none-any.whl
+AWX_ANSIBLE_WHEEL_SHA256=cd156f82fa87f7a899212b0efa9f7ca3a24d609212de9f78428a572eb01e5414
+AWX_COLLECTIONS=${KAFKA_MIRROR_CACHE:-$HOME/.cache/kafka-mirror}/awx-collections
+awx_collection() {
+  local dl=$WORK/awx-download
+  if [ ! -f "$AWX_COLLECTIONS/ansible_collections/awx/awx/MANIFEST.json" ]; then
+    echo "== awx.awx from PyPI's ansible package ($AWX_ANSIBLE_WHEEL) into $AWX_COLLECTIONS"
+    mkdir -p "$dl"
+    pip download -q --no-deps -d "$dl" "ansible==$AWX_ANSIBLE_VERSION" || return 1
+    [ "$(sha256sum "$dl/$AWX_ANSIBLE_WHEEL" | cut -d' ' -f1)" = "$AWX_ANSIBLE_WHEEL_SHA256" ] \
+      || { echo "sha256 mismatch: $dl/$AWX_ANSIBLE_WHEEL"; return 1; }
+    rm -rf "$AWX_COLLECTIONS.part" && mkdir -p "$AWX_COLLECTIONS.part"
+    python - "$dl/$AWX_ANSIBLE_WHEEL" "$AWX_COLLECTIONS.part" <<'PY'
+import sys
+import zipfile
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    whl.extractall(sys.argv[2], [n for n in whl.namelist() if n.startswith('ansible_collections/awx/awx/')])
+PY
+    rm -rf "$AWX_COLLECTIONS" && mv "$AWX_COLLECTIONS.part" "$AWX_COLLECTIONS" && rm -rf "$dl"
+  fi
+  export ANSIBLE_COLLECTIONS_PATH=$AWX_COLLECTIONS
+}
+
 run_lint() {
   echo "== ansible-lint --profile production"
+  awx_collection || return 1
   (cd "$REPO" && ansible-lint --profile production --format=pep8 \
      --exclude .ansible --exclude .venv --exclude "$(basename "$VENV")" --exclude src --exclude jvm \
      --exclude bench --exclude tests/output --exclude molecule/_shared/kafka-bin)
@@ -103,6 +137,7 @@ EOF
 run_importer() {
   echo "== ansible-galaxy collection build + galaxy-importer"
   build_artifact
+  awx_collection || return 1
   local tarball=$ARTIFACT
   cat > "$WORK/galaxy-importer.cfg" <<'EOF'
 [galaxy-importer]
@@ -120,7 +155,36 @@ run_units() {
   local root=$WORK/units
   copy_collection "$root/ansible_collections/kafka/mirror"
   (cd "$root" && PYTHONPATH=$root python -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning \
-     ansible_collections/kafka/mirror/tests/unit/plugins)
+     ansible_collections/kafka/mirror/tests/unit/plugins ansible_collections/kafka/mirror/tests/unit/awx)
+}
+
+run_awx() {
+  echo "== AWX: syntax check of kafka.mirror.awx_configure and playbooks/awx/, ansible-builder create"
+  local root=$WORK/awx pb
+  awx_collection || return 1
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  for pb in awx_configure.yml awx_keytabs.yml awx/site.yml awx/preflight.yml awx/topics.yml awx/rolling_restart.yml; do
+    ANSIBLE_COLLECTIONS_PATH=$root:$AWX_COLLECTIONS ansible-playbook --syntax-check -i localhost, \
+      "$root/ansible_collections/kafka/mirror/playbooks/$pb" >"$WORK/awx-syntax.log" 2>&1 \
+      || { cat "$WORK/awx-syntax.log"; echo "syntax check failed: playbooks/$pb"; return 1; }
+    echo "syntax ok: playbooks/$pb"
+  done
+  # execution-environment.yml: ansible-builder's schema and file checks, then the build context it
+  # writes (the artifact and, when built, the GSSAPI wheel of scripts/build-gssapi-client.sh)
+  python -c 'import ansible_builder' 2>/dev/null || pip install -q "$(grep -E '^ansible-builder' "$REPO/requirements-ansible.txt")" || return 1
+  local ee=$WORK/ee
+  mkdir -p "$ee/build/collection" "$ee/build/wheels"
+  cp "$REPO/execution-environment.yml" "$ee/" && cp -r "$REPO/meta" "$ee/" && cp "$ARTIFACT" "$ee/build/collection/"
+  cp "$REPO"/build/wheels/confluent_kafka-*+gssapi-cp311-*.whl "$ee/build/wheels/" 2>/dev/null \
+    || echo "note: no GSSAPI wheel in build/wheels (scripts/build-gssapi-client.sh): the context lacks it"
+  ansible-builder create -f "$ee/execution-environment.yml" -c "$ee/context" >"$WORK/ee.log" 2>&1 \
+    || { cat "$WORK/ee.log"; echo "ansible-builder create failed"; return 1; }
+  grep -q 'pip install .*gssapi-wheels/confluent_kafka' "$ee/context/Dockerfile" \
+    && grep -q 'ansible-galaxy collection install' "$ee/context/Dockerfile" \
+    && grep -qx confluent-kafka "$ee/context/_build/exclude-requirements.txt" \
+    && ls "$ee"/context/_build/collections/kafka-mirror-*.tar.gz >/dev/null \
+    || { cat "$ee/context/Dockerfile"; echo "unexpected build context"; return 1; }
+  echo "ansible-builder create: ok ($(find "$ee/context/_build" -type f | wc -l) files in the context)"
 }
 
 run_render() {

@@ -32,7 +32,7 @@ if [ "$rc" -ge 128 ]; then
 fi
 [ "$rc" -eq 0 ] || exit "$rc"
 [ "${KAFKA_MIRROR_TESTS:-all}" = engine ] && exit 0
-scripts/ansible-checks.sh lint sanity importer units modules
+scripts/ansible-checks.sh lint sanity importer units awx modules
 if [ "$(id -u)" -eq 0 ]; then
   scripts/ansible-molecule.sh
 else

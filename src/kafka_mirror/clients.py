@@ -17,6 +17,8 @@ from kafka_mirror.keystores import store_to_pem
 
 TIMESTAMP_HEADER = "kafka-mirror.timestamp"
 INTERCEPTOR_CLASS = "io.kafkamirror.TimestampRestoringInterceptor"
+# producer config the interceptor reads: record replication latency under this flow name
+LATENCY_FLOW_CONFIG = "kafka-mirror.latency.flow"
 
 # Producer settings that cannot lose data; applied unless the user set the key.
 SAFE_PRODUCER_DEFAULTS = {
@@ -131,10 +133,12 @@ def request_size(flow: FlowSpec, largest_source_batch: int) -> int | None:
     return wanted if largest_source_batch > 0 and wanted > PRODUCER_MAX_REQUEST_SIZE else None
 
 
-def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0) -> dict[str, str]:
+def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0,
+                       latency: bool = False) -> dict[str, str]:
     """Options for ``writeStream.format("kafka")``; the interceptor restores timestamps.
     ``largest_source_batch``: the largest ``max.message.bytes`` among the mirrored source
-    topics (see :func:`request_size`)."""
+    topics (see :func:`request_size`). ``latency``: the interceptor also records each
+    acknowledged record's replication latency under the flow's name (metrics on)."""
     props = producer_properties(flow)
     size = request_size(flow, largest_source_batch)
     if size is not None:
@@ -143,6 +147,8 @@ def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0) -> dict[st
     existing = props.get("interceptor.classes", "").strip()
     interceptors = [INTERCEPTOR_CLASS] + ([existing] if existing else [])
     options["kafka.interceptor.classes"] = ",".join(interceptors)
+    if latency:
+        options[f"kafka.{LATENCY_FLOW_CONFIG}"] = flow.name
     return options
 
 

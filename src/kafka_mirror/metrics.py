@@ -7,6 +7,8 @@ are at most so old at the batch's start (:data:`AGE_GRID_MS`), with their mean a
 timestamp; when the batch has committed (it is on the target), the age each record had at that
 moment is its age at the batch's start plus the batch's run time. Histogram buckets are then
 filled from the grid conservatively: a record counts in a bucket only when it surely belongs.
+Per target topic, the producer interceptor measures each record's latency when the target
+acknowledged it, in the JVM (``io.kafkamirror.LatencyRegistry``), read when scraped.
 
 Lag in seconds comes from the end offsets progress events already carry
 (:mod:`kafka_mirror.lag_time`); the control plane's outputs (checkpoints, offset syncs,
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -110,6 +112,60 @@ class _LatencyCollector(Collector):
         yield family
 
 
+class _TopicLatencyCollector(Collector):
+    """``kafka_mirror_topic_replication_latency_seconds``: per flow and target topic, read when
+    scraped from what the producer interceptor recorded in the JVM when the target acknowledged
+    each record (``io.kafkamirror.LatencyRegistry``; see :meth:`MirrorMetrics.read_topic_latency`).
+    Nothing until a reader is attached, and nothing when the JVM does not answer."""
+
+    def __init__(self, metrics: MirrorMetrics) -> None:
+        self.metrics = metrics
+        self.read: Callable[[], str] | None = None
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(
+            "kafka_mirror_topic_replication_latency_seconds",
+            "Age of each mirrored record when the target acknowledged it (source record "
+            "timestamp to acknowledgement), per target topic",
+            labels=(*FLOW_LABELS, "topic"),
+        )
+        for labels, topic, buckets, total in self.series():
+            family.add_metric([*labels, topic], buckets, total)
+        yield family
+
+    def series(self) -> list[tuple[tuple[str, str, str], str, list[tuple[str, float]], float]]:
+        read = self.read
+        if read is None:
+            return []
+        try:
+            text = read()
+        except Exception:  # the session stopped, or the JVM is busy going away
+            return []
+        flows, targets = self.metrics.flow_targets()
+        out = []
+        for line in text.splitlines():
+            name, _, rest = line.partition("\t")
+            topic, _, numbers = rest.partition("\t")
+            flow = flows.get(name)
+            wanted = targets.get(name)
+            if flow is None or (wanted is not None and topic not in wanted):
+                continue
+            try:
+                values = [int(v) for v in numbers.split(",")]
+            except ValueError:
+                continue
+            if len(values) != len(LATENCY_BUCKETS) + 3:
+                continue
+            # +Inf (the count) from the buckets read, never below the last bound's
+            cumulative, buckets = 0, []
+            for bound, n in zip(LATENCY_BUCKETS, values, strict=False):
+                cumulative += n
+                buckets.append((repr(bound), float(cumulative)))
+            buckets.append(("+Inf", float(cumulative + values[len(LATENCY_BUCKETS)])))
+            out.append((MirrorMetrics.labels(flow), topic, buckets, values[-1] / 1000.0))
+        return out
+
+
 @dataclass
 class FlowHealth:
     """What readiness and ``kafka-mirror status`` need of one flow."""
@@ -156,6 +212,8 @@ class MirrorMetrics:
                                  PARTITION_LABELS, registry=r)
         self.latency = _LatencyCollector()
         r.register(self.latency)
+        self.topic_latency = _TopicLatencyCollector(self)
+        r.register(self.topic_latency)
         self.latency_max = Gauge("kafka_mirror_replication_latency_max_seconds",
                                  "Age of the oldest record of the last batch when it was on "
                                  "the target", FLOW_LABELS, registry=r)
@@ -216,7 +274,24 @@ class MirrorMetrics:
         self._lag_series: dict[str, set[tuple[str, int]]] = {}
         self._seconds_series: dict[str, set[tuple[str, int]]] = {}
         self._assigned: dict[str, Mapping[str, int]] = {}
+        self._flows: dict[str, FlowSpec] = {}
         self._lock = threading.Lock()
+
+    def read_topic_latency(self, read: Callable[[], str]) -> None:
+        """Where the per-topic latency comes from when scraped: text as
+        ``io.kafkamirror.LatencyRegistry.render()`` gives it, one line per flow and target topic
+        (flow, topic, then the counts per bucket (not cumulative, the last above every bound),
+        the count and the sum in ms)."""
+        self.topic_latency.read = read
+
+    def flow_targets(self) -> tuple[dict[str, FlowSpec], dict[str, set[str]]]:
+        """The registered flows by name, and the target topics of those whose assignment is
+        known (a topic no longer mirrored has no latency series)."""
+        with self._lock:
+            flows = dict(self._flows)
+            targets = {name: {flows[name].target_topic(t) for t in assignment}
+                       for name, assignment in self._assigned.items() if name in flows}
+        return flows, targets
 
     @staticmethod
     def labels(flow: FlowSpec | HeartbeatSpec) -> tuple[str, str, str]:
@@ -247,6 +322,7 @@ class MirrorMetrics:
             self.offset_syncs_last.labels(*labels).set(self.start_time)
         with self._lock:
             self.clocks.setdefault(flow.name, FlowLagClock())
+            self._flows[flow.name] = flow
         self.set_state(flow, "starting")
 
     def register_heartbeats(self, spec: HeartbeatSpec) -> None:

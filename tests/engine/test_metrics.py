@@ -19,7 +19,14 @@ from localprometheus import LocalPrometheus
 from mirror_process import CLI, MirrorProcess, end_offsets, mm2_properties, wait_for
 from prometheus_client import generate_latest
 
+from kafka_mirror import jvm_artifacts
 from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.engine.session import (
+    LATENCY_PLUGIN,
+    build_session,
+    spark_conf,
+    topic_latency_text,
+)
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 from kafka_mirror.metrics import AGE_GRID_MS, LATENCY_BUCKETS, MirrorMetrics
@@ -39,6 +46,8 @@ QUERIES = {
     "latency avg": f"sum(rate(kafka_mirror_replication_latency_seconds_sum{{{FLOW}}}[1m])) / "
                    f"sum(rate(kafka_mirror_replication_latency_seconds_count{{{FLOW}}}[1m]))",
     "latency max": f"max(kafka_mirror_replication_latency_max_seconds{{{FLOW}}})",
+    "topic latency p99": "histogram_quantile(0.99, sum by (le, flow, topic) (rate("
+                         f"kafka_mirror_topic_replication_latency_seconds_bucket{{{FLOW}}}[1m])))",
     "lag": f"sum(kafka_mirror_lag_records{{{FLOW}}})",
     "batch p95": "histogram_quantile(0.95, sum by (le) "
                  f"(rate(kafka_mirror_batch_duration_seconds_bucket{{{FLOW}}}[1m])))",
@@ -160,6 +169,71 @@ def test_latency_buckets_count_a_record_only_where_it_surely_belongs() -> None:
         sum(a + 30 for a in ages) / 1000.0)
 
 
+def test_topic_latency_comes_from_the_jvm_registry_per_flow_and_target_topic() -> None:
+    """What ``io.kafkamirror.LatencyRegistry.render()`` gives (per bucket, count, sum in ms)
+    becomes a histogram per flow and target topic; topics the flow no longer mirrors and
+    other flows' lines are left out; a JVM that does not answer gives no series."""
+    flow = mm2_from_text(
+        "clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
+        "a->b.enabled = true\n").flows[0]
+    metrics = MirrorMetrics()
+    metrics.register(flow)
+    metrics.set_assignment(flow, {"t": 2, "u": 1})
+    counts = [3, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]  # <=5 ms, <=10 ms, above 300 s
+    line = ",".join(str(n) for n in [*counts, 6, 400_020])
+    text = f"a->b\ta.t\t{line}\na->b\ta.gone\t{line}\nc->b\tc.t\t{line}\n"
+    metrics.read_topic_latency(lambda: text)
+    name = "kafka_mirror_topic_replication_latency_seconds"
+    samples = {
+        (sample.name, sample.labels.get("le")): sample.value
+        for family in metrics.registry.collect() if family.name == name
+        for sample in family.samples
+        if sample.labels.get("topic") == "a.t" and sample.labels.get("flow") == "a->b"
+        and sample.labels.get("source") == "a" and sample.labels.get("target") == "b"
+    }
+    assert samples[(f"{name}_bucket", "0.005")] == 3
+    assert samples[(f"{name}_bucket", "0.01")] == 5
+    assert samples[(f"{name}_bucket", "300.0")] == 5
+    assert samples[(f"{name}_bucket", "+Inf")] == 6
+    assert samples[(f"{name}_count", None)] == 6
+    assert samples[(f"{name}_sum", None)] == pytest.approx(400.02)
+    out = generate_latest(metrics.registry).decode()
+    assert "a.gone" not in out and "c.t" not in out
+
+    def broken() -> str:
+        raise RuntimeError("the JVM is gone")
+
+    metrics.read_topic_latency(broken)
+    assert f"{name}_count" not in generate_latest(metrics.registry).decode()
+
+
+@pytest.mark.spark
+def test_executors_in_other_jvms_send_their_topic_latency_to_the_driver() -> None:
+    """``local-cluster`` runs the executor in a JVM of its own, as on a cluster: what the
+    interceptor records there reaches the driver through the plugin (every 2 s)."""
+    conf = spark_conf({"spark.master": "local-cluster[1,1,1024]"}, {},
+                      [jvm_artifacts.interceptor_jar()], latency_plugin=True)
+    assert conf["spark.plugins"] == LATENCY_PLUGIN
+    spark = build_session(conf)
+    try:
+        # the interceptor's call, made by tasks on the executor
+        spark.range(0, 50, 1, 2).selectExpr(
+            "reflect('io.kafkamirror.LatencyRegistry', 'record', 'a->b', 'b.t', id * 10)"
+        ).collect()
+        assert str(spark._jvm.io.kafkamirror.LatencyRegistry.snapshot()) == "{}"  # not here
+        texts = [""]
+
+        def arrived() -> bool:
+            texts.append(topic_latency_text(spark))
+            return bool(texts[-1])
+
+        wait_for(arrived, 30, "the executor's latency on the driver")
+        # 0 ms, 10, 20, 30..50, 60..100, 110..250, 260..490; 50 records, 12250 ms
+        assert texts[-1] == "a->b\tb.t\t1,1,1,3,5,15,24,0,0,0,0,0,0,0,0,50,12250\n"
+    finally:
+        spark.stop()
+
+
 def test_metrics_settings_are_checked() -> None:
     base = ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
             "a->b.enabled = true\n")
@@ -241,6 +315,17 @@ def test_prometheus_scrapes_a_running_mirror(
             wait_for(lambda: _get(f"{base}/health/ready")[0] == 200, 90, "ready", mirror)
             wait_for(lambda: prometheus.value(QUERIES["groups synced"]) == 1, 30,
                      "the group's checkpoints and offsets on the target", mirror)
+            # per topic: every record the target acknowledged, measured in the producer
+            written = sum(end_offsets(destination_cluster, target).values())
+            assert written == 3600
+            per_topic = (f"kafka_mirror_topic_replication_latency_seconds_count{{{FLOW},"
+                         f'topic="{target}"}}')
+            wait_for(lambda: prometheus.value(f"sum({per_topic})") == written, 30,
+                     "Prometheus to see the per-topic latency of every record", mirror)
+            scraped = [line for line in _get(f"{base}/metrics")[1].decode().splitlines()
+                       if line.startswith("kafka_mirror_topic_replication_latency_seconds_count")]
+            assert len(scraped) == 1 and f'topic="{target}"' in scraped[0], scraped
+            assert float(scraped[0].rsplit(" ", 1)[1]) == written
             time.sleep(3)  # a few more scrapes, for the rate() windows
             values = {}
             for name, expr in QUERIES.items():
@@ -272,6 +357,7 @@ def test_prometheus_scrapes_a_running_mirror(
             # the records were produced at most a few minutes before they were mirrored
             assert 0 < values["latency avg"] < 300 and 0 < values["latency max"] < 300
             assert 0 < values["latency p99"] <= 300
+            assert 0 < values["topic latency p99"] <= 300
             assert 0 <= values["batch p95"] < 60
             # kafka-mirror status reads the running mirror
             status = subprocess.run([*CLI, "status", str(config)], capture_output=True,

@@ -37,6 +37,7 @@ from kafka_mirror.engine.session import (
     build_session,
     connector_jars,
     spark_conf,
+    topic_latency_text,
     wait_for_master,
 )
 from kafka_mirror.errors import MirrorError
@@ -301,7 +302,8 @@ class FlowRunner:
         if self.target_offsets is None:
             self.target_offsets = JvmEndOffsets(spark, admin_properties(self.flow.target))
         writer = BatchWriter(
-            self.flow, checkpoint, spark_sink_options(self.flow, self.largest_batch),
+            self.flow, checkpoint,
+            spark_sink_options(self.flow, self.largest_batch, latency=self.metrics is not None),
             self.target_offsets,
         )
         self.started_largest_batch = self.largest_batch
@@ -609,7 +611,8 @@ class Mirror:
             for warning in durability_warnings(flow):
                 log.warning("%s", warning)
         conf = spark_conf(
-            self.config.spark_conf, self.cli_spark_conf, connector_jars(self.jars_dir)
+            self.config.spark_conf, self.cli_spark_conf, connector_jars(self.jars_dir),
+            latency_plugin=self.metrics is not None,
         )
         # an unreachable Spark master fails before any cluster is touched
         wait_for_master(conf, self.connect_timeout)
@@ -640,6 +643,7 @@ class Mirror:
         hooks: list[BatchHook] = [ProgressReporter(), lag]
         if self.metrics is not None:
             hooks.append(self.metrics)
+            self.metrics.read_topic_latency(partial(topic_latency_text, spark))
         spark.streams.addListener(_spark_listener(_Listener(runners, hooks)))
         try:
             for name, runner in runners.items():

@@ -38,15 +38,32 @@ def connector_jars(jars_dir: Path | None) -> list[Path]:
 LOCAL_MODE_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
+# Brings the per-topic replication latency executors record to the driver (jvm/interceptor).
+LATENCY_PLUGIN = "io.kafkamirror.LatencyPlugin"
+
+
 def spark_conf(
-    file_conf: Mapping[str, str], cli_conf: Mapping[str, str], jars: list[Path]
+    file_conf: Mapping[str, str], cli_conf: Mapping[str, str], jars: list[Path],
+    latency_plugin: bool = False,
 ) -> dict[str, str]:
+    """The session's conf; ``latency_plugin`` (metrics on) adds :data:`LATENCY_PLUGIN` to
+    ``spark.plugins``."""
     conf = DEFAULT_SPARK_CONF | dict(file_conf) | dict(cli_conf)
     if conf["spark.master"].startswith("local"):
         conf = LOCAL_MODE_CONF | conf
     extra = conf.get("spark.jars", "")
     conf["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
+    if latency_plugin:
+        plugins = [p.strip() for p in conf.get("spark.plugins", "").split(",") if p.strip()]
+        if LATENCY_PLUGIN not in plugins:
+            conf["spark.plugins"] = ",".join([*plugins, LATENCY_PLUGIN])
     return conf
+
+
+def topic_latency_text(spark: Any) -> str:
+    """The replication latency the interceptor recorded per flow and target topic, summed over
+    the driver's JVM and the executors' (``LatencyRegistry.render()``, one py4j call)."""
+    return str(spark._jvm.io.kafkamirror.LatencyRegistry.render())
 
 
 class SparkUnavailable(MirrorError):

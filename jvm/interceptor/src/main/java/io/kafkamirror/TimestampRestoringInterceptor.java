@@ -18,11 +18,21 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
  * is the source timestamp in epoch milliseconds as ASCII decimal. This interceptor strips that
  * last header and sets the record timestamp from it. Earlier headers, even ones with the same key,
  * are kept untouched and in order. The interceptor never throws.
+ *
+ * <p>With {@value #LATENCY_FLOW_CONFIG} set (the flow's name; kafka.mirror sets it when metrics
+ * are on), each record the target acknowledged adds its replication latency (now minus its
+ * timestamp, the restored source timestamp) to {@link LatencyRegistry}, per flow and destination
+ * topic. Unset, acknowledgements cost nothing.
  */
 public final class TimestampRestoringInterceptor implements ProducerInterceptor<byte[], byte[]> {
 
   /** Key of the marker header carrying the source timestamp. */
   public static final String TIMESTAMP_HEADER = "kafka-mirror.timestamp";
+
+  /** Producer config key naming the flow whose latency to record (absent: not recorded). */
+  public static final String LATENCY_FLOW_CONFIG = "kafka-mirror.latency.flow";
+
+  private volatile LatencyRegistry.FlowRecorder latency;
 
   @Override
   public ProducerRecord<byte[], byte[]> onSend(ProducerRecord<byte[], byte[]> record) {
@@ -83,7 +93,18 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
 
   @Override
   public void onAcknowledgement(RecordMetadata metadata, Exception exception) {
-    // no-op
+    LatencyRegistry.FlowRecorder recorder = latency;
+    if (recorder == null || exception != null || metadata == null) {
+      return;
+    }
+    try {
+      long timestamp = metadata.timestamp();
+      if (timestamp >= 0) {
+        recorder.record(metadata.topic(), System.currentTimeMillis() - timestamp);
+      }
+    } catch (RuntimeException e) {
+      // metrics must never disturb the producer
+    }
   }
 
   @Override
@@ -93,6 +114,12 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
 
   @Override
   public void configure(Map<String, ?> configs) {
-    // no-op
+    try {
+      Object flow = configs == null ? null : configs.get(LATENCY_FLOW_CONFIG);
+      String name = flow == null ? "" : flow.toString().trim();
+      latency = name.isEmpty() ? null : new LatencyRegistry.FlowRecorder(name);
+    } catch (RuntimeException e) {
+      latency = null;
+    }
   }
 }

@@ -1,0 +1,98 @@
+package io.kafkamirror;
+
+import java.util.Collections;
+import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.spark.SparkContext;
+import org.apache.spark.api.plugin.DriverPlugin;
+import org.apache.spark.api.plugin.ExecutorPlugin;
+import org.apache.spark.api.plugin.PluginContext;
+import org.apache.spark.api.plugin.SparkPlugin;
+
+/**
+ * Brings the replication latency executors record ({@link LatencyRegistry}) to the driver
+ * ({@code spark.plugins=io.kafkamirror.LatencyPlugin}, set by kafka.mirror when metrics are on).
+ * Each executor in a JVM other than the driver's sends its cumulative counts every {@link
+ * #INTERVAL_MS} ms (and when it stops); the driver keeps the latest per executor. In local mode
+ * the producer runs in the driver JVM: the executor plugin sends nothing.
+ */
+public final class LatencyPlugin implements SparkPlugin {
+
+  static final long INTERVAL_MS = 2_000;
+
+  private static volatile boolean driverHere;
+
+  @Override
+  public DriverPlugin driverPlugin() {
+    return new Driver();
+  }
+
+  @Override
+  public ExecutorPlugin executorPlugin() {
+    return new Executor();
+  }
+
+  /** Keeps each executor's latest snapshot. */
+  public static final class Driver implements DriverPlugin {
+    @Override
+    public Map<String, String> init(SparkContext sc, PluginContext context) {
+      driverHere = true;
+      return Collections.emptyMap();
+    }
+
+    @Override
+    public Object receive(Object message) {
+      if (message instanceof LatencyRegistry.Snapshot snapshot) {
+        LatencyRegistry.remote(snapshot.executor, snapshot.counts);
+      }
+      return null;
+    }
+
+    @Override
+    public void shutdown() {
+      driverHere = false;
+    }
+  }
+
+  /** Sends this JVM's counts to the driver, unless this JVM is the driver's. */
+  public static final class Executor implements ExecutorPlugin {
+    private PluginContext context;
+    private ScheduledExecutorService timer;
+
+    @Override
+    public void init(PluginContext context, Map<String, String> extraConf) {
+      if (driverHere || "driver".equals(context.executorID())) {
+        return;
+      }
+      this.context = context;
+      timer = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread thread = new Thread(r, "kafka-mirror-latency-plugin");
+        thread.setDaemon(true);
+        return thread;
+      });
+      timer.scheduleWithFixedDelay(this::send, INTERVAL_MS, INTERVAL_MS, TimeUnit.MILLISECONDS);
+    }
+
+    void send() {
+      try {
+        if (!LatencyRegistry.isEmpty()) {
+          context.send(new LatencyRegistry.Snapshot(context.executorID(),
+              LatencyRegistry.snapshot()));
+        }
+      } catch (Exception e) {
+        // the next round sends the counts again (they are cumulative)
+      }
+    }
+
+    @Override
+    public void shutdown() {
+      if (timer != null) {
+        timer.shutdownNow();
+        send();
+      }
+    }
+  }
+}

@@ -18,6 +18,12 @@
 #            again (no change), in check mode again (no change); then promtool check config on a
 #            prometheus.yml that reads the target and rule files (tests/integration/monitoring*.yml).
 #            Needs promtool (Debian package prometheus). Also run by `render`.
+#   jmx:     the mirror role's JMX exporter settings (bind address, basic authentication, HTTPS) rendered
+#            with its own template and -javaagent argument (tests/integration/jmx_exporter.yml), then a
+#            small JVM with the real jmx_prometheus_javaagent 1.0.1 on 127.0.0.1: HTTPS with the right
+#            credentials answers, a wrong password gets 401, plain HTTP and 127.0.0.2 get nothing; then
+#            kafka.mirror.rolling_restart waits for it over HTTPS with basic authentication
+#            (tests/integration/jmx_exporter.py; needs a JDK: java, javac, keytool). Also run by `render`.
 #   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
 #            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml), then against a third one with
 #            SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners (tests/integration/modules_secured.yml,
@@ -37,7 +43,7 @@
 #            by tests/integration/kerberos_cluster.py (tests/integration/modules_kerberos.yml, -vvv; fails
 #            when key material of a keytab shows up). Installs the GSSAPI confluent-kafka wheel
 #            (scripts/build-gssapi-client.sh) and the gssapi package into the venv first.
-# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|awx|render|monitoring|modules|flows|kerberos ...]   (default: lint sanity importer units awx)
+# Usage: scripts/ansible-checks.sh [lint|sanity|importer|units|awx|render|monitoring|jmx|modules|flows|kerberos ...]   (default: lint sanity importer units awx)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
@@ -204,7 +210,15 @@ run_render() {
     "$REPO/tests/integration/topology_fleet.yml" >"$WORK/render-fleet.log" 2>&1 \
     || { tail -80 "$WORK/render-fleet.log"; echo "topology_fleet.yml failed (full output: $WORK/render-fleet.log)"; return 1; }
   grep -E '^(PLAY \[|mirror0[0-9.a-z]+ +:)' "$WORK/render-fleet.log"
-  run_monitoring
+  run_monitoring || return 1
+  run_jmx
+}
+
+run_jmx() {
+  echo "== mirror role JMX exporter: bind address, basic authentication, HTTPS against the real agent"
+  local root=$WORK/jmx-collection
+  copy_collection "$root/ansible_collections/kafka/mirror"
+  python "$REPO/tests/integration/jmx_exporter.py" "$root" "$WORK/jmx"
 }
 
 run_monitoring() {

@@ -2,6 +2,7 @@
 kafka-mirror's own metrics endpoint scraped from the controller."""
 
 import os
+import shlex
 import time
 import uuid
 
@@ -175,11 +176,23 @@ def test_connector_jars_are_the_controller_ones(mirror_host):
 
 
 def test_jmx_exporter_answers(mirror_host):
+    """At its bind address (all addresses by default), over HTTPS with basic authentication when set."""
     host = mirror_host
-    assert host.socket("tcp://0.0.0.0:9404").is_listening or host.socket("tcp://:::9404").is_listening
+    hv = _hostvars(host)
+    port = int(hv.get("mirror_jmx_exporter_port", 9404))
+    bind = str(hv.get("mirror_jmx_exporter_bind_address") or "0.0.0.0")
+    if bind == "0.0.0.0":
+        assert host.socket(f"tcp://0.0.0.0:{port}").is_listening or host.socket(f"tcp://:::{port}").is_listening
+        bind = "127.0.0.1"
+    scheme = "https" if hv.get("mirror_jmx_exporter_tls_keystore_src") else "http"
+    curl = ["curl", "-sf", "-k"] if scheme == "https" else ["curl", "-sf"]
+    user = hv.get("mirror_jmx_exporter_basic_auth_username")
+    if user:
+        curl += ["-u", f"{user}:{hv.get('mirror_jmx_exporter_basic_auth_password', '')}"]
+    curl.append(f"{scheme}://{bind}:{port}/metrics")
     out = ""
     for _ in range(30):
-        out = host.run("curl -sf http://127.0.0.1:9404/metrics").stdout
+        out = host.run(" ".join(shlex.quote(a) for a in curl)).stdout
         if "jvm_" in out:
             break
         time.sleep(2)

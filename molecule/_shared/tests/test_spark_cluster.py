@@ -99,3 +99,81 @@ def test_executors_run_from_the_distribution(host):
     assert out, "no executor on this worker"
     argv = host.check_output(f"tr '\\0' '\\n' < /proc/{out[0]}/cmdline").splitlines()
     assert "/opt/spark/current/jars/*" in argv[argv.index("-cp") + 1]
+
+
+def _spark_auth(host):
+    hv = host.ansible.get_variables()
+    if not hv.get("spark_authenticate"):
+        pytest.skip("spark_authenticate is off")
+    return hv
+
+
+def _properties(text):
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k] = v
+    return out
+
+
+def test_spark_authentication_secret(host):
+    """spark_authenticate: the secret generated once on the master (root-only file) is in the
+    daemons' spark-defaults.conf (root:spark 0640) and in the mirror driver's (kafka-mirror 0600),
+    read through SPARK_CONF_DIR: never on a command line. That the workers and the driver hold the
+    master's secret is shown by test_master_sees_workers_and_mirror_app (with authentication on,
+    a worker or a driver with another secret cannot register)."""
+    _spark_auth(host)
+    groups = set(_groups(host))
+    secret = None
+    if "spark_master" in groups:
+        f = host.file("/etc/spark/authenticate.secret")
+        assert f.user == "root" and f.group == "root" and f.mode == 0o600
+        secret = f.content_string.strip()
+        assert len(secret) >= 32
+    files = []
+    if groups & {"spark_master", "spark_workers"}:
+        conf = host.file("/etc/spark/spark-defaults.conf")
+        assert conf.user == "root" and conf.group == "spark" and conf.mode == 0o640
+        assert "SPARK_CONF_DIR=/etc/spark" in host.file("/etc/default/spark").content_string
+        files.append(conf)
+        # the daemon read it: its SecurityManager says so at start
+        daemon = "spark-master" if "spark_master" in groups else "spark-worker"
+        log = host.check_output(f"journalctl -u {daemon} --no-pager -o cat")
+        assert "SecurityManager: authentication enabled" in log
+    if "mirror" in groups:
+        conf = host.file("/etc/kafka-mirror/spark/spark-defaults.conf")
+        assert conf.user == "kafka-mirror" and conf.mode == 0o600
+        assert 'SPARK_CONF_DIR="/etc/kafka-mirror/spark"' in host.file("/etc/kafka-mirror/kafka-mirror.env").content_string
+        files.append(conf)
+    values = [_properties(f.content_string) for f in files]
+    for props in values:
+        assert props["spark.authenticate"] == "true"
+        assert props["spark.network.crypto.enabled"] == "true"
+        assert len(props["spark.authenticate.secret"]) >= 32
+    if secret:
+        assert all(p["spark.authenticate.secret"] == secret for p in values)
+    # the secret is on no command line of this host
+    s = values[0]["spark.authenticate.secret"]
+    assert s not in host.check_output("ps -e -ww -o args")
+
+
+def test_client_files_on_workers(host):
+    """The executors on the workers run the Kafka clients: mirror_extra_files (the binary keytab
+    stand-in) are on every worker at the same path, byte for byte, same mode, owned by the user of
+    the worker daemon (which runs the executors)."""
+    import hashlib
+    import os
+
+    if "spark_workers" not in _groups(host) or "mirror" in _groups(host):
+        pytest.skip("not a Spark worker")
+    local = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule/_shared/files/binary.keytab")
+    with open(local, "rb") as fh:
+        want = hashlib.md5(fh.read()).hexdigest()
+    d = host.file("/etc/kafka-mirror")
+    assert d.is_directory and d.user == "root" and d.group == "spark" and d.mode == 0o750
+    f = host.file("/etc/kafka-mirror/test-binary.keytab")
+    assert f.is_file and f.md5sum == want
+    assert f.mode == 0o400 and f.user == "spark" and f.group == "spark"
+    # readable by the executors' user
+    assert host.run("runuser -u spark -- cat /etc/kafka-mirror/test-binary.keytab").rc == 0

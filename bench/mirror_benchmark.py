@@ -61,14 +61,14 @@ from typing import Any
 from confluent_kafka import Producer, TopicPartition, libversion
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_mirror.localcluster import (
+from kafka_mirror.testing.localcluster import (
     LocalKafkaCluster,
     free_port,
     stop_process,
     tail,
     write_properties,
 )
-from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 SOURCE_TOPIC = "bench"
 CEILING_TOPIC = "ceiling"

@@ -354,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.command == "status":
             return _status(ns)
         if ns.command == "demo":
-            from kafka_mirror.demo import run_demo
+            from kafka_mirror.testing.demo import run_demo
 
             return run_demo(ns.workdir, ns.records)
     except ConfigError as exc:

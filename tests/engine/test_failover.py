@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from mirror_client_probe import probe
 from mirror_process import CLI, MirrorProcess, committed_offsets, end_offsets, wait_for
 
-from kafka_mirror.localcluster import LocalKafkaCluster
-from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

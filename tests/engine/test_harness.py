@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_mirror.localcluster import LocalKafkaCluster
-from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 pytestmark = pytest.mark.kafka
 

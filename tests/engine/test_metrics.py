@@ -28,8 +28,8 @@ from kafka_mirror.engine.session import (
     topic_latency_text,
 )
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 from kafka_mirror.metrics import AGE_GRID_MS, LATENCY_BUCKETS, MirrorMetrics
+from kafka_mirror.testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 
 FLOW = 'flow="source->destination"'
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,6 @@ from confluent_kafka.admin import ConfigResource
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ConfigError, MirrorError
-from kafka_mirror.localcluster import LocalKafkaCluster
 from kafka_mirror.mm2_positions import (
     mm2_offsets_topic,
     mm2_source_key,
@@ -30,7 +29,8 @@ from kafka_mirror.mm2_positions import (
     read_mm2_positions,
     write_mm2_positions,
 )
-from kafka_mirror.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 MM2_HEAP = "384m"
 

@@ -25,8 +25,8 @@ from mirror_process import (
     wait_for,
 )
 
-from kafka_mirror.localcluster import LocalKafkaCluster
 from kafka_mirror.mm2_records import Heartbeat, RecordFormatError
+from kafka_mirror.testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

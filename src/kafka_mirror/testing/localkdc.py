@@ -10,10 +10,11 @@ stopped by its PID. Nothing outside that directory is read or written: every too
 It needs the Debian packages krb5-kdc, krb5-admin-server (kadmin.local) and krb5-user (kinit,
 which librdkafka runs), installed by ``scripts/setup.sh --test``; no root at run time.
 
-:func:`kerberized_cluster` builds a :class:`~kafka_mirror.localcluster.LocalKafkaCluster` with a
-``SASL_PLAINTEXT`` listener (name ``GSSAPI``) that authenticates with Kerberos: service principal
-``kafka/localhost@REALM``, advertised as ``localhost`` (Kerberos clients derive the service
-principal from the broker's host name).
+:func:`kerberized_cluster` builds a
+:class:`~kafka_mirror.testing.localcluster.LocalKafkaCluster` with a ``SASL_PLAINTEXT`` listener
+(name ``GSSAPI``) that authenticates with Kerberos: service principal ``kafka/localhost@REALM``,
+advertised as ``localhost`` (Kerberos clients derive the service principal from the broker's
+host name).
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from kafka_mirror.localcluster import LOOPBACK, LocalKafkaCluster, free_port, stop_process, tail
+from kafka_mirror.testing.localcluster import (
+    LOOPBACK,
+    LocalKafkaCluster,
+    free_port,
+    stop_process,
+    tail,
+)
 
 __all__ = [
     "DEFAULT_REALM",

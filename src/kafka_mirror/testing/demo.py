@@ -14,7 +14,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_mirror.localcluster import LocalKafkaCluster
+from kafka_mirror.testing.localcluster import LocalKafkaCluster
 
 TOPICS = {"orders": 8, "payments": 3}
 

@@ -1,0 +1,61 @@
+"""Names, constants and the client tuning shared by every part of the benchmark."""
+
+from __future__ import annotations
+
+import os
+
+SOURCE_TOPIC = "bench"
+CEILING_TOPIC = "ceiling"
+SOURCE_ALIAS = "source"
+TARGET_ALIAS = "destination"
+TARGET_TOPIC = f"{SOURCE_ALIAS}.{SOURCE_TOPIC}"
+MB = 1_000_000
+KM_METRICS = "kafka-mirror, metrics on"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SAMPLE_INTERVAL = 0.5
+POLL_INTERVAL = 0.2
+
+# Client tuning applied identically to both mirrors (MirrorMaker 2 reads it from
+# <cluster>.consumer.* / <cluster>.producer.*, kafka-mirror from the same keys): the usual
+# throughput advice -- bigger batches with some linger, lz4, larger fetches -- while keeping the
+# no-loss settings kafka-mirror always uses (acks=all, idempotence, 5 requests in flight).
+CONSUMER_TUNING: dict[str, str] = {
+    "fetch.min.bytes": "262144",
+    "fetch.max.wait.ms": "100",
+    "max.partition.fetch.bytes": "4194304",
+    "fetch.max.bytes": "52428800",
+    "max.poll.records": "5000",
+    "receive.buffer.bytes": "1048576",
+}
+PRODUCER_TUNING: dict[str, str] = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "max.in.flight.requests.per.connection": "5",
+    "batch.size": "262144",
+    "linger.ms": "20",
+    "compression.type": "lz4",
+    "buffer.memory": "134217728",
+    "send.buffer.bytes": "1048576",
+}
+
+# Latency mode: the same keys for both mirrors, set for low latency instead of throughput. A fetch
+# returns as soon as one byte is there (instead of waiting for 256 KiB or 100 ms), and the
+# producer lingers 5 ms (Kafka 4's default) instead of 20 ms; the no-loss settings stay.
+LATENCY_CONSUMER_TUNING: dict[str, str] = {
+    "fetch.min.bytes": "1",
+    "fetch.max.wait.ms": "100",
+    "max.partition.fetch.bytes": "4194304",
+    "fetch.max.bytes": "52428800",
+}
+LATENCY_PRODUCER_TUNING: dict[str, str] = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "max.in.flight.requests.per.connection": "5",
+    "batch.size": "262144",
+    "linger.ms": "5",
+    "compression.type": "lz4",
+}
+
+
+class MirrorFailed(RuntimeError):
+    """A mirror exited early or did not deliver in time."""

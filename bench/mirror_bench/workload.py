@@ -1,0 +1,319 @@
+"""The workload: deterministic records, the timed backlog produce and the fixed-rate producer."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import queue
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from kafka_mirror.testing.localcluster import LocalKafkaCluster
+
+from .clusters import admin_client, end_offsets
+from .common import MB
+
+
+@dataclass(frozen=True)
+class Workload:
+    records: int
+    record_size: int
+    partitions: int
+    compression: str
+
+    def key(self, i: int) -> bytes:
+        return b"key-%010d" % i
+
+    def payload_bytes(self) -> int:
+        """Key + value bytes of the whole workload (what the MB/s figures count)."""
+        return sum(len(self.key(i)) for i in range(self.records)) + self.records * self.record_size
+
+
+def _corpus(size: int, seed: int = 20240611) -> bytes:
+    """Text-like bytes (random pseudo-words): compresses about as well as typical JSON/logs."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 10))) for _ in range(4096)]
+    parts: list[str] = []
+    total = 0
+    while total < size:
+        word = rng.choice(words)
+        parts.append(word)
+        total += len(word) + 1
+    return " ".join(parts).encode("ascii")[:size]
+
+
+class RecordSource:
+    """Deterministic records: key, value of ``record_size`` bytes, and 2 headers."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+        self.corpus = _corpus(16 * 1024 * 1024 + workload.record_size)
+        self.span = len(self.corpus) - workload.record_size
+
+    def value(self, i: int) -> bytes:
+        size = self.workload.record_size
+        prefix = b"%012d|" % i
+        start = (i * 104_729) % self.span
+        return prefix + self.corpus[start : start + size - len(prefix)]
+
+    @staticmethod
+    def headers(i: int) -> list[tuple[str, str | bytes | None]]:
+        return [("trace-id", i.to_bytes(16, "big")), ("origin", b"mirror-benchmark")]
+
+
+@dataclass
+class ProduceResult:
+    cluster: str
+    topic: str
+    records: int
+    payload_bytes: int
+    seconds: float
+    compression: str
+    producers: int
+    producer_cpu_seconds: float  # all producer processes (Python + librdkafka threads)
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.payload_bytes / MB / self.seconds
+
+
+def _produce_share(
+    bootstrap: str,
+    topic: str,
+    workload: Workload,
+    index: int,
+    count: int,
+    barrier: Any,
+    results: Any,
+) -> None:
+    """One producer process: records ``index, index + count, ...`` (own partitions when
+    ``count`` divides the partition count). Waits at ``barrier`` before the timed part."""
+    source = RecordSource(workload)
+    errors: list[str] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "compression.type": workload.compression,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+            "error_cb": lambda err: errors.append(str(err)),
+        }
+    )
+    key, value, headers = workload.key, source.value, source.headers
+    parts = workload.partitions
+    produce_one = producer.produce
+    barrier.wait()
+    cpu = time.process_time()
+    for n, i in enumerate(range(index, workload.records, count)):
+        while True:
+            try:
+                produce_one(topic, value(i), key(i), partition=i % parts, headers=headers(i))
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if n % 20_000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(600)
+    results.put((index, remaining, time.process_time() - cpu, errors[:3]))
+
+
+def produce(
+    cluster: LocalKafkaCluster,
+    topic: str,
+    workload: Workload,
+    payload_bytes: int,
+    producers: int,
+) -> ProduceResult:
+    """Produce the workload with ``producers`` confluent-kafka producer processes; the time
+    runs from when all are set up until the last one flushed."""
+    cluster.create_topic(topic, partitions=workload.partitions)
+    gc.collect()
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(producers + 1)
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_produce_share,
+            args=(cluster.bootstrap, topic, workload, index, producers, barrier, results),
+            name=f"producer-{index}",
+        )
+        for index in range(producers)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        barrier.wait(timeout=120)
+        start = time.monotonic()
+        outcomes: list[tuple[int, int, float, list[str]]] = []
+        while len(outcomes) < producers:
+            try:
+                outcomes.append(results.get(timeout=5))
+            except queue.Empty:
+                if not all(p.is_alive() for p in procs):
+                    raise RuntimeError("a producer process died") from None
+        seconds = time.monotonic() - start
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    remaining = sum(o[1] for o in outcomes)
+    if remaining:
+        raise RuntimeError(f"{remaining} records to {cluster.name}/{topic} not delivered")
+    with admin_client(cluster) as admin:
+        total = sum(end_offsets(admin, topic, workload.partitions))
+    if total != workload.records:
+        errors = [e for o in outcomes for e in o[3]]
+        raise RuntimeError(
+            f"{cluster.name}/{topic} holds {total} records, expected {workload.records}: "
+            f"{errors[:3]}"
+        )
+    return ProduceResult(
+        cluster.name,
+        topic,
+        workload.records,
+        payload_bytes,
+        seconds,
+        workload.compression,
+        producers,
+        sum(o[2] for o in outcomes),
+    )
+
+
+# --------------------------------------------------------------------------- fixed rate
+# Latency mode's records: the value starts with the phase number and the produce time (ns since
+# the epoch, taken right before ``produce()``), so that a consumer anywhere on this machine can
+# tell each record's replication latency from its receive time. Both mirrors copy values as
+# bytes, so the method is the same for both and needs nothing from either.
+STAMP_LEN = 24  # b"%03d|%019d|"
+
+
+def stamp(phase: int, produce_ns: int) -> bytes:
+    return b"%03d|%019d|" % (phase, produce_ns)
+
+
+def read_stamp(value: bytes) -> tuple[int, int]:
+    """(phase, produce time ns) of a latency-mode record."""
+    return int(value[0:3]), int(value[4:23])
+
+
+@dataclass
+class Stream:
+    """Records at ``rate`` per second, round-robin over ``partitions`` of ``topic``."""
+
+    topic: str
+    partitions: list[int]
+    rate: float
+    phase: int
+    started: float = 0.0  # monotonic
+    sent: int = 0
+    first_ns: int = 0
+
+
+def fixed_rate_producer(
+    bootstrap: str,
+    record_size: int,
+    compression: str,
+    commands: Any,
+    replies: Any,
+) -> None:
+    """A producer process at a fixed rate (open loop: it keeps the schedule even when the broker
+    is slow, so that stalls show up as latency instead of as fewer records).
+
+    Commands (tuples on ``commands``): ``("stream", name, topic, partitions, rate, phase)``
+    starts or replaces a stream, ``("stop", name)`` ends it, ``("counts",)`` flushes and
+    replies ``{(phase, topic, partition): records}`` and the first produce time of each stream,
+    ``("exit",)`` flushes and ends the process.
+    """
+    parent = os.getppid()
+    errors: list[str] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "compression.type": compression,
+            "linger.ms": 1,
+            "error_cb": lambda err: errors.append(str(err)),
+        }
+    )
+    filler = _corpus(record_size)
+    streams: dict[str, Stream] = {}
+    counts: dict[tuple[int, str, int], int] = {}
+    first_ns: dict[str, int] = {}
+    seq = 0
+    try:
+        while True:
+            while True:
+                try:
+                    command = commands.get_nowait()
+                except queue.Empty:
+                    break
+                if command[0] == "stream":
+                    _, name, topic, partitions, rate, phase = command
+                    streams[name] = Stream(topic, list(partitions), rate, phase, time.monotonic())
+                elif command[0] == "stop":
+                    streams.pop(command[1], None)
+                elif command[0] in ("counts", "exit"):
+                    remaining = producer.flush(120)
+                    replies.put(
+                        {
+                            "counts": dict(counts),
+                            "first_ns": dict(first_ns),
+                            "undelivered": remaining,
+                            "errors": errors[:5],
+                        }
+                    )
+                    if command[0] == "exit":
+                        return
+            now = time.monotonic()
+            for name, stream in streams.items():
+                due = int((now - stream.started) * stream.rate) - stream.sent
+                parts = stream.partitions
+                for _ in range(due):
+                    partition = parts[stream.sent % len(parts)]
+                    produce_ns = time.time_ns()
+                    head = stamp(stream.phase, produce_ns)
+                    value = head + filler[: max(0, record_size - STAMP_LEN)]
+                    while True:
+                        try:
+                            producer.produce(
+                                stream.topic, value, b"key-%010d" % seq, partition=partition
+                            )
+                            break
+                        except BufferError:
+                            producer.poll(0.005)
+                        except KafkaException as exc:
+                            # A partition just added: not in the producer's metadata yet.
+                            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+                                raise
+                            producer.list_topics(stream.topic, timeout=5)
+                            producer.poll(0.05)
+                    if not stream.sent:
+                        first_ns[name] = produce_ns
+                    seq += 1
+                    stream.sent += 1
+                    ident = (stream.phase, stream.topic, partition)
+                    counts[ident] = counts.get(ident, 0) + 1
+            producer.poll(0)
+            if os.getppid() != parent:
+                return
+            time.sleep(0.002)
+    except KeyboardInterrupt:
+        return

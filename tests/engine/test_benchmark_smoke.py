@@ -1,0 +1,82 @@
+"""The benchmark (bench/mirror_benchmark.py) must keep working: not a performance test.
+
+A ``--smoke`` run (a tiny latency-mode run: both mirrors, one low rate for 5 s, a topic and two
+partitions added) must finish and write a well-formed report in which every mirror is present
+and every probe received exactly the records produced. No timing figure is asserted: figures on
+a shared machine are not test results. Every benchmark command quoted in the docs must parse.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench"
+ENTRY = BENCH / "mirror_benchmark.py"
+DOCS = [REPO / "README.md", REPO / "docs" / "benchmarks.md"]
+
+
+def documented_commands() -> list[list[str]]:
+    """The arguments of every ``bench/mirror_benchmark.py ...`` command quoted in the docs."""
+    commands = []
+    for doc in DOCS:
+        for match in re.finditer(r"bench/mirror_benchmark\.py([^`\n]*)", doc.read_text()):
+            args = shlex.split(match.group(1).replace("FILE", "out.json"))
+            commands.append(args)
+    return commands
+
+
+def test_documented_commands_parse() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        from mirror_bench.cli import build_parser
+    finally:
+        sys.path.remove(str(BENCH))
+    commands = documented_commands()
+    assert any("--latency" in c for c in commands), "docs/benchmarks.md lost the latency command"
+    parser = build_parser()
+    for args in commands:
+        parser.parse_args(args)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_benchmark_smoke_run(tmp_path: Path) -> None:
+    report_path = tmp_path / "smoke.json"
+    proc = subprocess.run(
+        [sys.executable, str(ENTRY), "--smoke", "--json", str(report_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    assert report["mode"] == "latency"
+    mirrors = set(report["mirrors"])
+    assert mirrors == {"MirrorMaker 2", "kafka-mirror"}
+    assert set(report["probes"]) == mirrors | {"no mirror (source)"}
+    phases = report["phases"]
+    # warm-up, one rate, the new topic and the partitions added
+    assert set(phases) == {"0", "1", "101,102", "103,104"}
+    for phase in phases.values():
+        for probe, received in phase["received"].items():
+            assert received == phase["produced"], (probe, phase["name"])
+            assert all(count > 0 for count in phase["produced"].values()), phase["name"]
+    for name in ("101,102", "103,104"):
+        assert set(phases[name]["first_record_s"]) == mirrors
+        assert all(v is not None for v in phases[name]["first_record_s"].values())
+    for label, summary in report["probes"].items():
+        stats = summary["1"]
+        assert stats["records"] == phases["1"]["produced"]["1"], label
+        assert set(stats["latency_ms"]) >= {"p50", "p99", "max"}, label
+    for label in report["probes"]:
+        assert label in report["tables"]

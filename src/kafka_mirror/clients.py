@@ -73,6 +73,19 @@ def producer_properties(flow: FlowSpec) -> dict[str, str]:
     )
 
 
+def source_reader_properties(flow: FlowSpec) -> dict[str, str]:
+    """Java consumer settings for counting the flow's source records at a restart: those Spark's
+    source reads with (the same isolation level, so the same records)."""
+    return consumer_properties(flow)
+
+
+def target_reader_properties(flow: FlowSpec) -> dict[str, str]:
+    """Java consumer settings for reading back a few of the flow's target records (every
+    record up to the high watermark, as the end offsets the mirror measures)."""
+    target = flow.target
+    return dict(target.client) | dict(target.consumer) | {"isolation.level": "read_uncommitted"}
+
+
 def admin_properties(cluster: ClusterSpec) -> dict[str, str]:
     """Java admin settings for the control plane's work on ``cluster``."""
     return dict(cluster.client) | dict(cluster.admin)
@@ -149,7 +162,15 @@ def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0,
     options["kafka.interceptor.classes"] = ",".join(interceptors)
     if latency:
         options[f"kafka.{LATENCY_FLOW_CONFIG}"] = flow.name
+    if not user_set_producer_key(flow, "client.id"):
+        # the flow's own producer, found by this id when a restart waits for it to be idle
+        options["kafka.client.id"] = sink_client_id(flow)
     return options
+
+
+def sink_client_id(flow: FlowSpec) -> str:
+    """The ``client.id`` of the flow's Spark sink producer, unless the user set one."""
+    return f"kafka-mirror-{flow.path_name}"
 
 
 # --- librdkafka (confluent-kafka) rendering -------------------------------------------------

@@ -225,6 +225,17 @@ class MirrorMetrics:
                                 (*FLOW_LABELS, "reason"), registry=r)
         self.errors = Counter("kafka_mirror_errors", "Failures of a flow, by kind",
                               (*FLOW_LABELS, "kind"), registry=r)
+        # mirror.exactly.once.target: records of batches cut short found on the target at a
+        # (re)start and not written again, and partitions where that could not be proven
+        self.restart_skipped = Counter(
+            "kafka_mirror_restart_skipped_records",
+            "Records skipped at a query (re)start because a batch cut short had already "
+            "written them to the target", FLOW_LABELS, registry=r)
+        self.restart_fallbacks = Counter(
+            "kafka_mirror_restart_fallbacks",
+            "Partitions replayed at-least-once at a (re)start because what the target holds "
+            "past the last committed batch could not be proven to be the mirror's",
+            FLOW_LABELS, registry=r)
         self.state = Gauge("kafka_mirror_flow_state", "1 for the state the flow is in",
                            (*FLOW_LABELS, "state"), registry=r)
         # the control plane: when each output was last written (the process's start time
@@ -311,6 +322,9 @@ class MirrorMetrics:
             self.errors.labels(*labels, kind)
         for metric in (self.records, self.bytes, self.batches, *self.topic_changes.values()):
             metric.labels(*labels)
+        if flow.exactly_once_target:
+            self.restart_skipped.labels(*labels)
+            self.restart_fallbacks.labels(*labels)
         syncs = flow.syncs
         if syncs.emit_checkpoints:
             self.checkpoints_last.labels(*labels).set(self.start_time)
@@ -380,6 +394,15 @@ class MirrorMetrics:
             self.lag_seconds.remove(*labels, topic, str(partition))
             if clock is not None:
                 clock.forget((topic, partition))
+
+    def skipped_at_restart(self, flow: FlowSpec, records: int, fallbacks: int) -> None:
+        """A (re)start found ``records`` records of a cut batch on the target (not written
+        again) and fell back to at-least-once on ``fallbacks`` partitions."""
+        labels = self.labels(flow)
+        if records > 0:
+            self.restart_skipped.labels(*labels).inc(records)
+        if fallbacks > 0:
+            self.restart_fallbacks.labels(*labels).inc(fallbacks)
 
     def restarted(self, flow: FlowSpec, reason: str) -> None:
         self.restarts.labels(*self.labels(flow), reason).inc()

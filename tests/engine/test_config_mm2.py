@@ -249,3 +249,15 @@ def test_check_config_says_where_defaults_differ_and_legacy_check(
     out = capsys.readouterr().out
     assert "flow source->target: topics orders.*" in out
     assert "offset syncs: off" in out and "checkpoints: off" in out
+
+
+def test_exactly_once_target_switch() -> None:
+    """``mirror.exactly.once.target``: on by default, per flow or top level; Connect's own
+    ``exactly.once.*`` keys are reported as not supported, pointing to it."""
+    flows = mm2_from_text(BASE + "B->A.enabled = true\nA->B.mirror.exactly.once.target = false\n"
+                          "exactly.once.source.support = enabled\n")
+    by_name = {flow.name: flow for flow in flows.flows}
+    assert by_name["A->B"].exactly_once_target is False
+    assert by_name["B->A"].exactly_once_target is True
+    assert any("'exactly.once.source.support' not supported" in n
+               and "mirror.exactly.once.target" in n for n in flows.notices)

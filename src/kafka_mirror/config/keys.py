@@ -49,14 +49,16 @@ FLOW_KEYS = frozenset(
         "mirror.lag.group.id",
         "mirror.lag.commit.interval.ms",
         "mirror.takeover.mm2",
+        "mirror.exactly.once.target",
     }
 )
 
 # MirrorMaker 2 / Connect settings kafka-mirror reads but does not act on, with the reason it
 # reports (at start and in check-config): nothing is accepted and dropped quietly.
 NOT_SUPPORTED: dict[str, str] = {
-    "exactly.once.": "exactly-once on the target is not built yet; the mirror is at-least-once "
-    "(a crash replays at most the batch in flight)",
+    "exactly.once.": "exactly-once through Connect's transactions on the target is not used; "
+    "kafka-mirror is exactly-once on the target without transactions: "
+    "mirror.exactly.once.target (default true)",
     "tasks.max": "Spark runs one task per partition and batch; scale with --spark-master or "
     "local[N]",
     "offset.lag.max": "offset syncs are written after every batch for every partition that moved, "

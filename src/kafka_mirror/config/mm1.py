@@ -71,6 +71,10 @@ def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics.bind.address", dest="metrics_bind_address", default=None,
                         metavar="ADDR", help="the address the metrics endpoint listens on "
                         "(default 0.0.0.0)")
+    # not MM1's: mirror.exactly.once.target in mm2.properties
+    parser.add_argument("--exactly.once.target", dest="exactly_once_target", default="true",
+                        metavar="BOOL", help="at every (re)start, skip the records a batch cut "
+                        "short already wrote to the target (default true)")
     for flag in ("--num.producers", "--queue.size", "--message.handler",
                  "--message.handler.args", "--rebalance.listener",
                  "--rebalance.listener.args", "--consumer.rebalance.listener"):
@@ -132,6 +136,8 @@ def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
     metrics = _metrics(ns)
     abort = _flag_bool("--abort.on.send.failure", str(ns.abort_on_send_failure))
     commit_ms = _flag_int("--offset.commit.interval.ms", str(ns.offset_commit_interval_ms), 0)
+    exactly_once = _flag_bool("--exactly.once.target",
+                              str(getattr(ns, "exactly_once_target", "true")))
     notices = []
     if not abort:
         notices.append(
@@ -170,6 +176,7 @@ def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
                 takeover_mm2=False,
                 # MM1 wrote no offset syncs, checkpoints, heartbeats or ACLs
                 syncs=LEGACY_SYNCS,
+                exactly_once_target=exactly_once,
             )
         )
     return MirrorConfig(

@@ -180,6 +180,7 @@ def flow_settings(
         group_filter=group_filter,
         syncs=sync_settings(values),
         takeover_mm2=values.boolean("mirror.takeover.mm2", True),
+        exactly_once_target=values.boolean("mirror.exactly.once.target", True),
     )
 
 

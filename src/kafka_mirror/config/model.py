@@ -91,6 +91,8 @@ class FlowSpec:
     syncs: SyncSettings = field(default_factory=SyncSettings)
     takeover_mm2: bool = True
     takeover_group: str = ""
+    # mirror.exactly.once.target: at every (re)start, skip what a cut batch already wrote
+    exactly_once_target: bool = True
 
     @property
     def name(self) -> str:

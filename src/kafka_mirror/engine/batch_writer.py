@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.positions import batch_end_positions, batch_start_positions
+from kafka_mirror.errors import MirrorError
 from kafka_mirror.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
@@ -142,15 +144,21 @@ class BatchWriter:
         checkpoint: Path,
         sink_options: Mapping[str, str],
         target: TargetOffsets,
+        target_ends: TargetEnds | None = None,
     ) -> None:
         self.flow = flow
         self.checkpoint = checkpoint
         self.sink_options = dict(sink_options)
         self.target = target
+        # exactly once on the target: where the target ended at each source position
+        self.target_ends = target_ends
         self._written: dict[int, WrittenRanges] = {}
         self._lock = threading.Lock()
         self.stopping = threading.Event()
         self.refused = threading.Event()
+        # set while a write runs, and left set when it did not end normally: records of it may
+        # still be in the producer's buffer
+        self.writing = threading.Event()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         if self.stopping.is_set():
@@ -161,15 +169,39 @@ class BatchWriter:
         moved = [tp for tp, offset in end.items() if offset > start.get(tp, offset)]
         partitions = sorted({(self.flow.target_topic(t), p) for t, p in moved})
         before = self._end_offsets(partitions, batch_id)
+        self._record_target_ends(moved, start, before, batch_id, "before")
         writer = frame.write.format("kafka")
         for key, value in self.sink_options.items():
             writer = writer.option(key, value)
+        self.writing.set()
         writer.save()
-        after = self._end_offsets(partitions, batch_id) if before else {}
+        self.writing.clear()
+        after = self._end_offsets(partitions, batch_id) if before or self.target_ends else {}
+        self._record_target_ends(moved, end, after, batch_id, "after")
         with self._lock:
             self._written[batch_id] = WrittenRanges(start, end, before, after)
             for old in [b for b in self._written if b < batch_id - 100]:
                 del self._written[old]
+
+    def _record_target_ends(
+        self, moved: list[tuple[str, int]], source: Mapping[tuple[str, int], int],
+        target: Mapping[tuple[str, int], int], batch_id: int, when: str,
+    ) -> None:
+        """Exactly once on the target: store, before Spark can commit the batch, where each
+        moved partition's target ended at the given source position. Without them a restart
+        could not tell what a cut batch wrote, so the batch fails instead (it is retried, and
+        the retry skips what is already on the target)."""
+        if self.target_ends is None or not moved:
+            return
+        pairs = {}
+        for topic, partition in moved:
+            ended = target.get((self.flow.target_topic(topic), partition))
+            if ended is None or (topic, partition) not in source:
+                raise MirrorError(
+                    f"flow {self.flow.name}: batch {batch_id}: the target's end offsets {when} "
+                    "the write were not read; the batch is retried (mirror.exactly.once.target)")
+            pairs[(topic, partition)] = (source[(topic, partition)], ended)
+        self.target_ends.record(pairs)
 
     def _end_offsets(
         self, partitions: list[tuple[str, int]], batch_id: int

@@ -13,16 +13,34 @@ from typing import Any
 from kafka_mirror.acl_sync import AclSync
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.checkpoints import GroupCheckpointer
-from kafka_mirror.clients import admin_properties, durability_warnings, spark_sink_options
+from kafka_mirror.clients import (
+    admin_properties,
+    durability_warnings,
+    producer_properties,
+    sink_client_id,
+    source_reader_properties,
+    spark_sink_options,
+    target_reader_properties,
+    user_set_producer_key,
+)
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
 from kafka_mirror.engine.batch_writer import (
     BatchWriter,
     BatchWritten,
+    PartitionCopy,
     WriteHook,
     run_write_hooks,
 )
 from kafka_mirror.engine.batches import BatchHook, event_from_progress, observed_row, run_hooks
 from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
+from kafka_mirror.engine.exactly_once import (
+    TARGET_ENDS_FILE,
+    JvmRecordReader,
+    TargetEnds,
+    plan_restart,
+    settle,
+    wait_producer_idle,
+)
 from kafka_mirror.engine.flow_query import OBSERVATION, start_query
 from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
 from kafka_mirror.engine.positions import (
@@ -46,7 +64,7 @@ from kafka_mirror.lag import LagCommitter
 from kafka_mirror.metrics import MirrorMetrics
 from kafka_mirror.metrics_server import MetricsServer, MirrorStatus
 from kafka_mirror.mm2_positions import mm2_offsets_topic, read_mm2_positions
-from kafka_mirror.offset_ranges import OffsetRanges
+from kafka_mirror.offset_ranges import CopiedRange, OffsetRanges
 from kafka_mirror.offset_syncs import OffsetSyncWriter
 from kafka_mirror.periodic import Periodic
 from kafka_mirror.progress import ProgressReporter
@@ -118,6 +136,24 @@ def refused_batch(flow: FlowSpec, checkpoint: Path) -> str | None:
     return f"cluster '{flow.target.alias}' refused batch {batch} ({shown})"
 
 
+def _keeps_prefix(flow: FlowSpec) -> bool:
+    """Whether the flow's producer leaves a prefix of a cut batch on the target (idempotence,
+    acks=all): what ``mirror.exactly.once.target`` rests on; warns when it does not."""
+    props = producer_properties(flow)
+    if props.get("enable.idempotence", "true").strip().lower() == "true" and \
+            props.get("acks", "all").strip() in ("all", "-1"):
+        return True
+    log.warning("flow %s: mirror.exactly.once.target needs the producer's enable.idempotence=true "
+                "and acks=all; without them a restart replays its last batch whole "
+                "(at-least-once)", flow.name)
+    return False
+
+
+class SkipNotKnown(MirrorError):
+    """A (re)start could not yet determine what a cut batch left on the target (the target or
+    the source does not answer): the flow retries with backoff."""
+
+
 class RangeKeeper:
     """Batch-writer hook: remembers where each batch landed, for offset translation."""
 
@@ -164,6 +200,12 @@ class FlowRunner:
         self.hooks: list[WriteHook] = [RangeKeeper(self.ranges)]
         if self.offset_syncs is not None:
             self.hooks.append(self.offset_syncs)
+        self.target_ends = (
+            TargetEnds(self.state.flow_dir / TARGET_ENDS_FILE)
+            if flow.exactly_once_target and _keeps_prefix(flow) else None
+        )
+        # the batch writer of the query started last (did its last write end normally?)
+        self.last_writer: BatchWriter | None = None
         self.query: Any = None
         # per query run (progress events of a stopped run can still arrive after a restart)
         self.writers: dict[str, BatchWriter] = {}
@@ -223,6 +265,8 @@ class FlowRunner:
         recreated = recreated_topics(known_ids, self.topic_ids)
         for topic, (old, new) in recreated.items():
             self.ranges.drop_topic(topic)
+            if self.target_ends is not None:
+                self.target_ends.drop_topic(topic)
             if (topic, new) not in self._reported_ids:
                 self._reported_ids.add((topic, new))
                 log.warning(
@@ -291,21 +335,32 @@ class FlowRunner:
             log.info("flow %s: no source topic matches yet", self.flow.name)
             return
         known = self.resume_positions()
+        resumed = known is not None
         if known is None:
             known = self.takeover_positions()
         if known and not self._check_data_loss(known, assignment):
             return
+        if self.target_offsets is None:
+            self.target_offsets = JvmEndOffsets(spark, admin_properties(self.flow.target))
+        # a first run from the log start whose first batch was cut resumes like the rest
+        first = known is None and self.flow.starting_offsets == "earliest"
+        if self.target_ends is not None and ((resumed and bool(known)) or first):
+            try:
+                known = self._skip_written(spark, known or {}, assignment)
+            except Exception as exc:
+                raise SkipNotKnown(
+                    f"what the target already holds of the batch cut short was not determined "
+                    f"({_first_line(str(exc))}); not restarting yet") from exc
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
         checkpoint = self.state.new_generation(self.topic_ids)
         self.started_ids = dict(self.topic_ids)
         self.state.prune(keep=checkpoint)
-        if self.target_offsets is None:
-            self.target_offsets = JvmEndOffsets(spark, admin_properties(self.flow.target))
         writer = BatchWriter(
             self.flow, checkpoint,
             spark_sink_options(self.flow, self.largest_batch, latency=self.metrics is not None),
-            self.target_offsets,
+            self.target_offsets, self.target_ends,
         )
+        self.last_writer = writer
         self.started_largest_batch = self.largest_batch
         self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
                                  with_latency=self.metrics is not None)
@@ -318,6 +373,78 @@ class FlowRunner:
             sum(assignment.values()),
             checkpoint,
         )
+
+    def _skip_written(self, spark: Any, known: Positions, assignment: dict[str, int]
+                      ) -> Positions:
+        """Exactly once on the target (:mod:`kafka_mirror.engine.exactly_once`): where each
+        partition resumes once the records a cut batch already wrote to the target are
+        skipped; the skipped ranges go to offset translation and offset syncs."""
+        flow, target_ends, offsets = self.flow, self.target_ends, self.target_offsets
+        assert target_ends is not None and offsets is not None
+        mine = {tp: o for tp, o in known.items() if tp[1] < assignment.get(tp[0], 0)}
+        # partitions never committed (added since the last committed batch) start at their
+        # log start, where a cut batch may have begun to copy them
+        fresh = [(t, p) for t, count in sorted(assignment.items()) for p in range(count)
+                 if (t, p) not in known and target_ends.has((t, p))]
+        if fresh:
+            mine |= self.source.log_start_offsets(fresh)
+        target_tps = sorted({(flow.target_topic(t), p) for t, p in mine})
+        previous = self.last_writer
+        if previous is not None and previous.writing.is_set():
+            # this process's producer may still hold records of the interrupted write: they
+            # land before the target's end offsets are read
+            self._wait_for_interrupted_write(spark, target_tps)
+            previous.writing.clear()
+        plan = plan_restart(
+            mine, flow.target_topic, target_ends,
+            lambda tps: offsets.end_offsets(tps, timeout=30.0),
+            lambda: JvmRecordReader(spark, source_reader_properties(flow)),
+            lambda: JvmRecordReader(spark, target_reader_properties(flow)),
+        )
+        for (topic, partition), why in sorted(plan.fallbacks.items()):
+            log.warning("flow %s: %s[%d] resumes at-least-once from offset %d (records of the "
+                        "batch cut short may be written twice): %s", flow.name, topic,
+                        partition, mine[(topic, partition)], why)
+        copies = []
+        for skip in plan.skips:
+            log.info("flow %s: %s[%d]: %d records of the batch cut short are already on the "
+                     "target (%s[%d] offsets %d..%d): resuming at source offset %d instead of "
+                     "%d", flow.name, skip.topic, skip.partition, skip.records,
+                     flow.target_topic(skip.topic), skip.partition, skip.target_start,
+                     skip.target_end - 1, skip.resume, skip.source_start)
+            copies.append(PartitionCopy(
+                skip.topic, skip.partition, flow.target_topic(skip.topic),
+                CopiedRange(skip.source_start, skip.resume, skip.target_start, skip.target_end,
+                            skip.exact)))
+        skipped = sum(skip.records for skip in plan.skips)
+        if copies:
+            target_ends.record({(s.topic, s.partition): (s.resume, s.target_end)
+                                for s in plan.skips})
+            run_write_hooks(self.hooks, BatchWritten(flow, -1, tuple(copies), skipped, 0))
+            self.save_ranges()
+        if self.metrics is not None:
+            self.metrics.skipped_at_restart(flow, skipped, len(plan.fallbacks))
+        return {**known, **plan.positions}
+
+    def _wait_for_interrupted_write(self, spark: Any, target_tps: list[tuple[str, int]]
+                                    ) -> None:
+        """Until the stopped query's producer acknowledged (or failed) every record it held:
+        found by its client id in the driver's JVM (local mode); elsewhere (executors on a
+        cluster, a client.id set by the user), until the target's end offsets stood still for
+        3 s."""
+        flow, offsets = self.flow, self.target_offsets
+        assert offsets is not None
+        client_id = None if user_set_producer_key(flow, "client.id") else sink_client_id(flow)
+        idle = wait_producer_idle(spark, client_id) if client_id else None
+        if idle is False:
+            raise MirrorError("the stopped query's producer still holds records of its "
+                              "interrupted write")
+        if idle is None:
+            log.info("flow %s: the stopped query was interrupted while writing; waiting until "
+                     "the target's end offsets stand still", flow.name)
+            if not settle(lambda: offsets.end_offsets(target_tps, timeout=30.0)):
+                raise MirrorError("the target's end offsets still move after the query "
+                                  "stopped")
 
     def check_resume(self, assignment: dict[str, int]) -> None:
         """Before Spark starts: records deleted since the last run stop the flow at once (with
@@ -399,14 +526,18 @@ class FlowRunner:
                           self.failures)
                 self.failures = 0
         except Exception as exc:
-            self.failures += 1
-            if self.metrics is not None:
-                message = _first_line(str(exc))
-                self.metrics.failed(self.flow, error_kind(str(exc)), message)
-            delay = min(MAX_RETRY_SECONDS, 2.0 ** min(self.failures, 6))
-            self.retry_at = now + delay
-            log.warning("flow %s: %s; retrying in %.0f s (attempt %d)", self.flow.name,
-                        _first_line(str(exc)), delay, self.failures)
+            self.failed_attempt(exc, now)
+
+    def failed_attempt(self, exc: Exception, now: float) -> None:
+        """A failure a retry may cure: counted, reported, retried with backoff."""
+        self.failures += 1
+        if self.metrics is not None:
+            message = _first_line(str(exc))
+            self.metrics.failed(self.flow, error_kind(str(exc)), message)
+        delay = min(MAX_RETRY_SECONDS, 2.0 ** min(self.failures, 6))
+        self.retry_at = now + delay
+        log.warning("flow %s: %s; retrying in %.0f s (attempt %d)", self.flow.name,
+                    _first_line(str(exc)), delay, self.failures)
 
     def phase(self) -> str:
         """starting, running, retrying (after a failure, with backoff) or failed (for good)."""
@@ -648,7 +779,10 @@ class Mirror:
         try:
             for name, runner in runners.items():
                 if runner.failed is None:
-                    runner.follow(spark, initial[name])
+                    try:
+                        runner.follow(spark, initial[name])
+                    except SkipNotKnown as exc:  # retried by tick(), as any failure
+                        runner.failed_attempt(exc, time.monotonic())
             self._beat(runners)
             while not stop.wait(1.0):
                 for runner in runners.values():

@@ -2,12 +2,12 @@
 # Molecule scenarios of the kafka.mirror collection on real systemd hosts (systemd-nspawn), from a
 # fresh clone. Needs root (network namespaces, bridge, overlay mounts), Java + Maven (jars),
 # debootstrap + systemd-container (installed from the Debian mirror apt already uses, on first use).
-# Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [mm2_engine] [kerberos]   (default: all five)
+# Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [mm2_engine] [kerberos] [fleet]   (default: all six)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos)
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos fleet)
 [ "$(id -u)" -eq 0 ] || { echo "molecule scenarios need root (network namespaces, nspawn)"; exit 2; }
 
 # shellcheck source=scripts/ansible-venv.sh

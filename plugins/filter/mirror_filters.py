@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 from ansible.module_utils.six import string_types
@@ -93,6 +95,86 @@ def jaas_quote(value):
     return '"%s"' % text
 
 
+# mirror_instances: instance key -> how its value combines with the role-wide variable
+_INSTANCE_REPLACE = ('flows', 'topics', 'topics_exclude', 'spark_master', 'spark_driver_host',
+                     'spark_driver_memory', 'extra_args', 'java_opts', 'heap_opts', 'service_state',
+                     'service_enabled')
+_INSTANCE_MERGE = ('custom_properties', 'spark_conf', 'environment', 'systemd_service_overrides')
+_INSTANCE_KEYS = frozenset(_INSTANCE_REPLACE + _INSTANCE_MERGE + (
+    'name', 'metrics_port', 'jmx_exporter_port', 'conf_dir', 'state_dir', 'log_dir'))
+_INSTANCE_RESERVED = frozenset(('keytabs', 'spark', 'instances'))
+
+
+def mirror_instances(instances, base):
+    """Resolve mirror_instances against the role-wide settings ``base`` (a dict with service_name,
+    service_manager, conf_dir, state_dir, log_dir, metrics_port, jmx_exporter_port and, optionally,
+    the role-wide value of every key of _INSTANCE_REPLACE / _INSTANCE_MERGE: None / {} without).
+
+    Returns one dict per instance with every key set: an empty list is the one instance of the
+    role-wide variables (name '', unit base.service_name, base's directories); a named instance runs
+    as <service_name>@<name> (systemd) or <service_name>-<name> (supervisord), in <dir>/<name>
+    directories, on metrics_port / jmx_exporter_port of base plus twice its index unless it sets them (9404/9405,
+    9406/9407, ... with the role's defaults)."""
+    if not is_sequence(instances):
+        raise AnsibleFilterError('mirror_instances expects a list of instances')
+    if not isinstance(base, dict):
+        raise AnsibleFilterError('mirror_instances expects the role-wide settings as a dict')
+    missing = [k for k in ('service_name', 'service_manager', 'conf_dir', 'state_dir', 'log_dir',
+                           'metrics_port', 'jmx_exporter_port') if k not in base]
+    if missing:
+        raise AnsibleFilterError('mirror_instances: base lacks %s' % ', '.join(missing))
+    service, manager = base['service_name'], base['service_manager']
+
+    def resolved(name, index, given):
+        out = {'name': name, 'default': name == ''}
+        for key in _INSTANCE_REPLACE:
+            out[key] = given[key] if given.get(key) is not None else base.get(key)
+        for key in _INSTANCE_MERGE:
+            merged = dict(base.get(key) or {})
+            merged.update(given.get(key) or {})
+            out[key] = merged
+        for key in ('metrics_port', 'jmx_exporter_port'):
+            out[key] = int(given[key]) if given.get(key) is not None else int(base[key]) + 2 * index
+        for key in ('conf_dir', 'state_dir', 'log_dir'):
+            out[key] = given.get(key) or (base[key] if name == '' else '%s/%s' % (base[key].rstrip('/'), name))
+        if name == '':
+            out['service'] = service
+        else:
+            out['service'] = '%s%s%s' % (service, '@' if manager == 'systemd' else '-', name)
+        out['keytab_dir'] = base.get('keytab_dir') if name == '' else out['conf_dir'] + '/keytabs'
+        out['krb5_conf_path'] = base.get('krb5_conf_path') if name == '' else out['conf_dir'] + '/krb5.conf'
+        return out
+
+    if len(instances) == 0:
+        return [resolved('', 0, {})]
+    out, seen = [], set()
+    for index, given in enumerate(instances):
+        if not isinstance(given, dict):
+            raise AnsibleFilterError('mirror_instances[%d] must be a dict' % index)
+        name = _text(given.get('name'))
+        if not re.match(r'^[a-z0-9][a-z0-9_-]*$', name) or name in _INSTANCE_RESERVED:
+            raise AnsibleFilterError(
+                'mirror_instances[%d]: name %r must be lowercase letters, digits, _ and - (first a letter or '
+                'digit), and none of %s' % (index, name, ', '.join(sorted(_INSTANCE_RESERVED))))
+        if name in seen:
+            raise AnsibleFilterError('mirror_instances: name %r is listed more than once' % name)
+        seen.add(name)
+        unknown = sorted(set(given) - _INSTANCE_KEYS)
+        if unknown:
+            raise AnsibleFilterError('mirror_instances[%d] (%s): unknown keys %s (known: %s)' % (
+                index, name, ', '.join(unknown), ', '.join(sorted(_INSTANCE_KEYS))))
+        out.append(resolved(name, index, given))
+    ports = {}
+    for inst in out:
+        for key in ('metrics_port', 'jmx_exporter_port'):
+            port = inst[key]
+            if port in ports and ports[port] != (inst['name'], key):
+                raise AnsibleFilterError('mirror_instances: port %d is both %s of %s and %s of %s' % (
+                    port, ports[port][1], ports[port][0], key, inst['name']))
+            ports[port] = (inst['name'], key)
+    return out
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -100,4 +182,5 @@ class FilterModule(object):
             'cmdline': cmdline,
             'java_properties_escape': java_properties_escape,
             'jaas_quote': jaas_quote,
+            'mirror_instances': mirror_instances,
         }

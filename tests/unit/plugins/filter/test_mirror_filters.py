@@ -7,11 +7,13 @@ import shlex
 
 import javaproperties
 import pytest
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kafka.mirror.plugins.filter.mirror_filters import (
     cmdline,
     jaas_quote,
     java_properties_escape,
+    mirror_instances,
     spark_conf_args,
 )
 
@@ -88,3 +90,43 @@ def test_jaas_line_inside_properties_reads_back():
         jaas_quote(u'mirror'), jaas_quote(NASTY))
     loaded = javaproperties.loads(u'sasl.jaas.config=%s\n' % java_properties_escape(line))
     assert loaded == {u'sasl.jaas.config': line}
+
+
+_BASE = {'service_name': 'kafka-mirror', 'service_manager': 'systemd', 'conf_dir': '/etc/kafka-mirror',
+         'state_dir': '/var/lib/kafka-mirror', 'log_dir': '/var/log/kafka-mirror', 'metrics_port': 9405,
+         'jmx_exporter_port': 9404, 'keytab_dir': '/etc/kafka-mirror/keytabs',
+         'krb5_conf_path': '/etc/kafka-mirror/krb5.conf', 'flows': [], 'topics': ['.*'], 'topics_exclude': [],
+         'spark_master': 'local[2]', 'spark_driver_host': '', 'spark_driver_memory': '1g', 'extra_args': [],
+         'java_opts': [], 'heap_opts': '-Xmx1g', 'service_state': 'started', 'service_enabled': True,
+         'custom_properties': {'a': '1'}, 'spark_conf': {'x': '1'}, 'environment': {}, 'systemd_service_overrides': {}}
+
+
+def test_mirror_instances_empty_is_the_role_wide_instance():
+    (one,) = mirror_instances([], _BASE)
+    assert one['name'] == '' and one['default'] and one['service'] == 'kafka-mirror'
+    assert one['conf_dir'] == '/etc/kafka-mirror' and one['state_dir'] == '/var/lib/kafka-mirror'
+    assert one['keytab_dir'] == '/etc/kafka-mirror/keytabs' and one['metrics_port'] == 9405
+    assert one['custom_properties'] == {'a': '1'} and one['spark_master'] == 'local[2]'
+
+
+def test_mirror_instances_named_units_dirs_ports_and_merges():
+    ab, ba = mirror_instances([{'name': 'ab', 'flows': [{'source': 'A', 'target': 'B'}], 'spark_conf': {'y': '2'}},
+                               {'name': 'ba', 'metrics_port': 9500, 'custom_properties': {'b': '2'}}], _BASE)
+    assert ab['service'] == 'kafka-mirror@ab' and ba['service'] == 'kafka-mirror@ba'
+    assert ab['conf_dir'] == '/etc/kafka-mirror/ab' and ba['state_dir'] == '/var/lib/kafka-mirror/ba'
+    assert ab['keytab_dir'] == '/etc/kafka-mirror/ab/keytabs' and ab['krb5_conf_path'] == '/etc/kafka-mirror/ab/krb5.conf'
+    assert (ab['metrics_port'], ab['jmx_exporter_port']) == (9405, 9404)
+    assert (ba['metrics_port'], ba['jmx_exporter_port']) == (9500, 9406)
+    assert ab['flows'] == [{'source': 'A', 'target': 'B'}] and ba['flows'] == []
+    assert ab['spark_conf'] == {'x': '1', 'y': '2'} and ba['custom_properties'] == {'a': '1', 'b': '2'}
+    sv = mirror_instances([{'name': 'c'}], dict(_BASE, service_manager='supervisord'))
+    assert sv[0]['service'] == 'kafka-mirror-c'
+
+
+@pytest.mark.parametrize('instances', [
+    [{'name': 'Bad'}], [{'name': 'spark'}], [{'name': 'a'}, {'name': 'a'}], [{'name': 'a', 'port': 1}],
+    [{'name': 'a'}, {'name': 'b', 'metrics_port': 9404}], ['a'],
+])
+def test_mirror_instances_rejects(instances):
+    with pytest.raises(AnsibleFilterError):
+        mirror_instances(instances, _BASE)

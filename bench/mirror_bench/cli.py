@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         "report the ratio to metrics off",
     )
     parser.add_argument(
+        "--km-at-least-once",
+        action="store_true",
+        help="also run kafka-mirror with mirror.exactly.once.target = false and report the "
+        "ratio to the default (exactly once on the target)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,

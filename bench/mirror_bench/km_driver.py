@@ -26,6 +26,7 @@ from kafka_mirror.testing.localcluster import (
 
 from .common import (
     CONSUMER_TUNING,
+    KM_AT_LEAST_ONCE,
     KM_METRICS,
     PRODUCER_TUNING,
     SOURCE_ALIAS,
@@ -176,10 +177,15 @@ def run_kafka_mirror(
     producer_extra: Mapping[str, str],
     timeout: float,
     metrics: bool = False,
+    exactly_once: bool = True,
 ) -> MirrorResult:
+    """One kafka-mirror run; ``metrics`` turns its metrics endpoint on (scraped), and
+    ``exactly_once=False`` sets ``mirror.exactly.once.target = false`` (at-least-once)."""
     props = kafka_mirror_config(
         source, destination, workload, max_records_per_batch, producer_extra
     )
+    if not exactly_once:
+        props["mirror.exactly.once.target"] = "false"
     scraper: MetricsScraper | None = None
     if metrics:
         port = free_port()
@@ -193,7 +199,7 @@ def run_kafka_mirror(
         scraper.start()
     try:
         result = measure(
-            KM_METRICS if metrics else NAME,
+            KM_METRICS if metrics else NAME if exactly_once else KM_AT_LEAST_ONCE,
             mirror.start,
             mirror.alive,
             mirror.log_path,

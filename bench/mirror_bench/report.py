@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import libversion
 
-from .common import KM_METRICS, MB
+from .common import KM_AT_LEAST_ONCE, KM_METRICS, MB
 from .measures import MirrorResult
 from .workload import ProduceResult, Workload
 
@@ -53,12 +53,20 @@ def render_table(
 ) -> str:
     mm2 = [r for r in results if r.name == "MirrorMaker 2"]
     km = [r for r in results if r.name == "kafka-mirror"]
-    km_metrics = [r for r in results if r.name == KM_METRICS]
-    rounds = max(len(mm2), len(km), len(km_metrics))
+    # kafka-mirror variants, each with its ratio to the default run
+    variants = [
+        (label, ratio, runs)
+        for name, label, ratio in (
+            (KM_METRICS, "metrics on", "on/off"),
+            (KM_AT_LEAST_ONCE, "EO off", "off/on"),
+        )
+        if (runs := [r for r in results if r.name == name])
+    ]
+    rounds = max([len(mm2), len(km)] + [len(runs) for _, _, runs in variants])
     width = 38
     header = f"{'':{width}} {'MirrorMaker 2':>14} {'kafka-mirror':>14} {'kafka-mirror/MM2':>17}"
-    if km_metrics:
-        header += f" {'metrics on':>14} {'on/off':>8}"
+    for label, ratio, _ in variants:
+        header += f" {label:>14} {ratio:>8}"
     lines = [
         f"workload: {workload.records:,} records, {workload.record_size} B values + keys + "
         f"2 headers, {workload.partitions} partitions, {produce_source.payload_bytes / MB:,.0f} "
@@ -74,8 +82,8 @@ def render_table(
             f"{label:{width}} {fmt.format(a) if a is not None else '-':>14} "
             f"{fmt.format(b) if b is not None else '-':>14} {_ratio(a, b):>17}"
         )
-        if km_metrics:
-            c = _median([get(r) for r in km_metrics])
+        for _, _, runs in variants:
+            c = _median([get(r) for r in runs])
             line += f" {fmt.format(c) if c is not None else '-':>14} {_ratio(b, c):>8}"
         lines.append(line)
     lines.append("-" * len(header))
@@ -89,7 +97,9 @@ def render_table(
             f"{p.producer_cpu_seconds:.0f} CPU s)"
         )
     if rounds > 1:
-        for name, runs in (("MirrorMaker 2", mm2), ("kafka-mirror", km), (KM_METRICS, km_metrics)):
+        by_name = [("MirrorMaker 2", mm2), ("kafka-mirror", km)]
+        by_name += [(runs[0].name, runs) for _, _, runs in variants]
+        for name, runs in by_name:
             if not runs:
                 continue
             lines.append(

@@ -91,6 +91,8 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
         mirrors = ["mm2", "kafka-mirror"] if ns.only == "both" else [ns.only]
         if ns.km_metrics and ns.only != "mm2":
             mirrors.append("kafka-mirror+metrics")
+        if ns.km_at_least_once and ns.only != "mm2":
+            mirrors.append("kafka-mirror-at-least-once")
         for round_no in range(1, ns.rounds + 1):
             # Alternate the order between rounds, so neither always runs first.
             order = mirrors if round_no % 2 else list(reversed(mirrors))
@@ -119,7 +121,9 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                 else:
                     print(
                         f"round {round_no}: kafka-mirror (spark.driver.memory {ns.driver_memory}"
-                        + (", metrics endpoint on)" if kind == "kafka-mirror+metrics" else ")"),
+                        + {"kafka-mirror+metrics": ", metrics endpoint on)",
+                           "kafka-mirror-at-least-once": ", mirror.exactly.once.target = false)",
+                           }.get(kind, ")"),
                         flush=True,
                     )
                     result = run_kafka_mirror(
@@ -134,6 +138,7 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                         dict(ns.km_producer),
                         ns.timeout,
                         metrics=kind == "kafka-mirror+metrics",
+                        exactly_once=kind != "kafka-mirror-at-least-once",
                     )
                 result.round = round_no
                 results.append(result)

@@ -65,12 +65,36 @@ def consumer_properties(flow: FlowSpec) -> dict[str, str]:
 def producer_properties(flow: FlowSpec) -> dict[str, str]:
     """Java producer settings for writing to the flow's target cluster."""
     target = flow.target
-    return (
+    props = (
         SAFE_PRODUCER_DEFAULTS
         | dict(target.client)
         | dict(target.producer)
         | dict(flow.producer_overrides)
     )
+    return _batch_fits_buffer(flow, props)
+
+
+def _batch_fits_buffer(flow: FlowSpec, props: dict[str, str]) -> dict[str, str]:
+    """A ``buffer.memory`` below the mirror's default ``batch.size`` keeps its meaning (the
+    Java producer refuses every record larger than the buffer's batches): the default batch
+    shrinks to a quarter of the buffer (at least 16 KiB, Kafka's own default). Both set, the
+    batch larger than the buffer, is an error naming them."""
+    try:
+        buffer = int(props.get("buffer.memory", "0"))
+        batch = int(props["batch.size"])
+    except ValueError:
+        return props  # not numbers: the Java producer names the key
+    if buffer <= 0 or batch <= buffer:
+        return props
+    if user_set_producer_key(flow, "batch.size"):
+        raise ConfigError(
+            f"the producer's batch.size {batch} is larger than its buffer.memory {buffer}: "
+            "no batch could be allocated",
+            source=f"flow {flow.name}",
+            key="buffer.memory",
+            value=str(buffer),
+        )
+    return props | {"batch.size": str(min(buffer, max(16_384, buffer // 4)))}
 
 
 def source_reader_properties(flow: FlowSpec) -> dict[str, str]:

@@ -101,6 +101,18 @@ consumer.client.rack = r1
     assert producer["enable.idempotence"] == "true"
 
 
+def test_small_producer_buffer_shrinks_the_default_batch_or_names_the_conflict() -> None:
+    config = mm2_from_text(BASE + "A->B.producer.buffer.memory = 65536\n")
+    assert producer_properties(config.flows[0])["batch.size"] == "16384"
+    config = mm2_from_text(BASE + "B.producer.buffer.memory = 1048576\n")
+    assert producer_properties(config.flows[0])["batch.size"] == "262144"
+    config = mm2_from_text(BASE + "B.producer.buffer.memory = 65536\n"
+                           "B.producer.batch.size = 131072\n")
+    with pytest.raises(ConfigError, match=r"flow A->B, key 'buffer.memory', value '65536': "
+                       r"the producer's batch.size 131072 is larger"):
+        producer_properties(config.flows[0])
+
+
 def test_spark_options_keep_managed_keys_out() -> None:
     config = mm2_from_text(BASE + "A.consumer.group.id = legacy\nA.consumer.auto.offset.reset=x\n")
     options = spark_source_options(config.flows[0])

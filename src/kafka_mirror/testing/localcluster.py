@@ -50,6 +50,7 @@ __all__ = [
 
 KAFKA_MAIN = "kafka.Kafka"
 STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
+CONFIG_TOOL_MAIN = "kafka.admin.ConfigCommand"
 LOOPBACK = "127.0.0.1"
 LOG_TAIL_LINES = 40
 
@@ -284,6 +285,7 @@ class LocalKafkaCluster:
         self.jvm_args = list(jvm_args)
         self.env = dict(env or {})
         self.log_level = log_level
+        self._quotas: set[str] = set()  # client ids with a producer quota
         self.cluster_id = random_cluster_id()
         self.node_id = 1
         self.home = self.workdir / name
@@ -411,14 +413,18 @@ class LocalKafkaCluster:
         ]
 
     def _format_storage(self) -> None:
-        argv = self._java_argv(
+        self._run_tool(
             STORAGE_TOOL_MAIN,
             ["format", "--standalone", "-t", self.cluster_id, "-c", str(self.config_path)],
-            heap="256m",
+            "formatting storage",
         )
+
+    def _run_tool(self, main_class: str, args: Sequence[str], what: str) -> None:
+        """Run one of Kafka's command line tools (its own JVM), its output into the log."""
+        argv = self._java_argv(main_class, args, heap="256m")
         env = {**os.environ, **self.env}
         with self.log_path.open("ab") as log:
-            log.write(f"### {time.strftime('%F %T')} formatting: {argv!r}\n".encode())
+            log.write(f"### {time.strftime('%F %T')} {what}: {argv!r}\n".encode())
             log.flush()
             result = subprocess.run(
                 argv,
@@ -432,9 +438,30 @@ class LocalKafkaCluster:
             )
         if result.returncode != 0:
             raise LocalClusterError(
-                f"formatting storage of cluster {self.name!r} failed (exit {result.returncode});"
+                f"{what} of cluster {self.name!r} failed (exit {result.returncode});"
                 f" last lines of {self.log_path}:\n{tail(self.log_path)}"
             )
+
+    def set_producer_quota(self, client_id: str, bytes_per_second: int | None) -> None:
+        """Throttle producers with ``client_id`` to ``bytes_per_second`` (a client quota, by
+        Kafka's ``kafka-configs``); ``None`` removes the quota, if one was set."""
+        if bytes_per_second is None and client_id not in self._quotas:
+            return
+        change = (
+            ["--delete-config", "producer_byte_rate"]
+            if bytes_per_second is None
+            else ["--add-config", f"producer_byte_rate={bytes_per_second}"]
+        )
+        self._run_tool(
+            CONFIG_TOOL_MAIN,
+            ["--bootstrap-server", self.bootstrap, "--alter", "--entity-type", "clients",
+             "--entity-name", client_id, *change],
+            f"producer quota {bytes_per_second} for {client_id!r}",
+        )
+        if bytes_per_second is None:
+            self._quotas.discard(client_id)
+        else:
+            self._quotas.add(client_id)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, timeout: float = 60.0, *, fresh: bool = False) -> Self:

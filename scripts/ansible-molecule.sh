@@ -3,14 +3,12 @@
 # fresh clone. Needs root (network namespaces, bridge, overlay mounts), Java + Maven (jars),
 # debootstrap + systemd-container (installed from the Debian mirror apt already uses, on first use).
 # Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [mm2_engine] [kerberos] [fleet]
-#   (default: the first five, the test command's set; fleet, ~18 min on 2 cores, is the full form:
-#    KAFKA_MIRROR_MOLECULE_FLEET=1 adds it to the default set)
+#   (default: all six, the test command's set)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos)
-[ "${KAFKA_MIRROR_MOLECULE_FLEET:-0}" != 0 ] && [ "$#" -eq 0 ] && SCENARIOS+=(fleet)
+[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos fleet)
 [ "$(id -u)" -eq 0 ] || { echo "molecule scenarios need root (network namespaces, nspawn)"; exit 2; }
 
 # shellcheck source=scripts/ansible-venv.sh

@@ -13,12 +13,13 @@ scripts/build-gssapi-client.sh --install .venv
 .venv/bin/ruff check src tests/engine $([ -d bench ] && echo bench)
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
-# the Kerberos tests must run here, not skip (the GSSAPI client was installed above). Should
+# the Kerberos tests must run here, not skip (the GSSAPI client was installed above); the 25
+# slowest tests are listed at the end (where CI time goes). Should
 # the test process itself crash (a native library), its core's backtrace is printed.
 rm -f core core.[0-9]*
 rc=0
 (ulimit -c unlimited 2>/dev/null || true
- KAFKA_MIRROR_REQUIRE_GSSAPI=1 exec .venv/bin/python -m pytest "$@") || rc=$?
+ KAFKA_MIRROR_REQUIRE_GSSAPI=1 exec .venv/bin/python -m pytest --durations=25 "$@") || rc=$?
 if [ "$rc" -ge 128 ]; then
   for core in core core.[0-9]*; do
     [ -f "$core" ] || continue

@@ -72,8 +72,14 @@ stop() {
   if alive "$d/pid"; then
     local pid; pid=$(cat "$d/pid")
     kill -TERM "$pid"
-    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+    # a throw-away cluster whose data goes next: 10 s for a clean shutdown, then SIGKILL (a
+    # broker whose clients vanished with their hosts may wait out its shutdown timeouts)
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "$1 still running 10 s after SIGTERM: SIGKILL; last lines of its log:"
+      tail -5 "$d/server.log" || true
+      kill -KILL "$pid"
+    fi
   fi
   rm -rf "$d"
   echo "$1 stopped"

@@ -264,12 +264,21 @@ def test_check_config_says_where_defaults_differ_and_legacy_check(
 
 
 def test_exactly_once_target_switch() -> None:
-    """``mirror.exactly.once.target``: on by default, per flow or top level; Connect's own
-    ``exactly.once.*`` keys are reported as not supported, pointing to it."""
+    """``mirror.exactly.once.target``: on by default, per flow or top level. Connect's own
+    ``exactly.once.*`` switches are honoured with their meaning (no notice of an unsupported
+    key); ``exactly.once.support = required`` with the mirror's switch off, or a value Connect
+    would refuse, is an error naming the key and the value."""
     flows = mm2_from_text(BASE + "B->A.enabled = true\nA->B.mirror.exactly.once.target = false\n"
-                          "exactly.once.source.support = enabled\n")
+                          "exactly.once.source.support = Enabled\n")
     by_name = {flow.name: flow for flow in flows.flows}
     assert by_name["A->B"].exactly_once_target is False
     assert by_name["B->A"].exactly_once_target is True
-    assert any("'exactly.once.source.support' not supported" in n
-               and "mirror.exactly.once.target" in n for n in flows.notices)
+    assert not any("exactly.once" in n for n in flows.notices), flows.notices
+    assert mm2_from_text(BASE + "exactly.once.support = required\n").flows[0].exactly_once_target
+    with pytest.raises(ConfigError, match=r"key 'A->B.exactly.once.support', value 'required': "
+                       r"exactly once is required, but mirror.exactly.once.target = false"):
+        mm2_from_text(BASE + "A->B.exactly.once.support = required\n"
+                      "mirror.exactly.once.target = false\n")
+    with pytest.raises(ConfigError, match=r"key 'exactly.once.source.support', value 'on': "
+                       r"expected enabled, preparing or disabled"):
+        mm2_from_text(BASE + "exactly.once.source.support = on\n")

@@ -187,9 +187,9 @@ def test_identity_both_ways_over_the_same_topics_is_refused() -> None:
 
 
 def test_unsupported_keys_are_reported_with_the_reason() -> None:
-    config = mm2_from_text(BASE + "exactly.once.source.support = enabled\ntasks.max = 4\n")
+    config = mm2_from_text(BASE + "key.converter = x\ntasks.max = 4\n")
     notices = "\n".join(config.notices)
-    assert "'exactly.once.source.support' not supported: exactly-once" in notices
+    assert "'key.converter' not supported: records are copied as bytes" in notices
     assert "'tasks.max' not supported" in notices
 
 

@@ -180,8 +180,28 @@ def flow_settings(
         group_filter=group_filter,
         syncs=sync_settings(values),
         takeover_mm2=values.boolean("mirror.takeover.mm2", True),
-        exactly_once_target=values.boolean("mirror.exactly.once.target", True),
+        exactly_once_target=exactly_once_target(values),
     )
+
+
+def exactly_once_target(values: Values) -> bool:
+    """``mirror.exactly.once.target`` (default true). Connect's own switches are read with their
+    meaning: ``exactly.once.source.support`` (enabled, preparing, disabled) and
+    ``exactly.once.support`` (required, requested) ask for exactly once, which the mirror gives
+    without target transactions; ``required`` with the mirror's own switch off is an error."""
+    worker = values.text("exactly.once.source.support", "disabled").lower()
+    if worker not in ("enabled", "preparing", "disabled"):
+        raise values.error("exactly.once.source.support", "expected enabled, preparing or disabled")
+    connector = values.text("exactly.once.support", "requested").lower()
+    if connector not in ("required", "requested"):
+        raise values.error("exactly.once.support", "expected required or requested")
+    own = values.boolean("mirror.exactly.once.target", True)
+    if not own and connector == "required":
+        raise values.error(
+            "exactly.once.support",
+            "exactly once is required, but mirror.exactly.once.target = false turns it off",
+        )
+    return own
 
 
 def _check_keys(props: Mapping[str, str], aliases: list[str], origin: str) -> list[str]:

@@ -178,3 +178,17 @@ def running(clusters: Sequence[LocalKafkaCluster], timeout: float = 90.0
     finally:
         for cluster in clusters:
             cluster.stop()
+
+
+def stop_compaction(cluster: LocalKafkaCluster, topic: str) -> None:
+    """cleanup.policy=delete (the test brokers never delete by time): the holes stay, no more
+    records vanish while the test compares."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = cluster.admin()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result()
+    time.sleep(1)  # a cleaning pass under way finishes

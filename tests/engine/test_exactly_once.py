@@ -28,6 +28,7 @@ from mirror_process import (
     end_offsets,
     first_occurrences,
     mm2_properties,
+    stop_compaction,
     wait_for,
 )
 
@@ -113,6 +114,11 @@ def produce_transactional(cluster: LocalKafkaCluster, topic: str, partitions: in
             producer.abort_transaction(60)
 
 
+def records_on(cluster: LocalKafkaCluster, topic: str) -> int:
+    """The sum of the topic's end offsets."""
+    return sum(end_offsets(cluster, topic).values())
+
+
 def settled_ends(cluster: LocalKafkaCluster, topic: str, quiet: float = 3.0) -> dict[int, int]:
     """The topic's end offsets once they stopped moving for ``quiet`` seconds."""
     ends, since = end_offsets(cluster, topic), time.monotonic()
@@ -167,9 +173,6 @@ def test_kill_9_mid_batch_then_exactly_once_with_offset_gaps_and_a_fallback(
     source = read_all(source_cluster, topic)
     assert sum(len(r) for r in source.values()) == total
 
-    def on_target() -> int:
-        return sum(end_offsets(destination_cluster, target_topic).values())
-
     def every_partition_cut() -> bool:
         """A committed batch, and every partition wrote records of the next one."""
         positions = committed_positions(state)
@@ -204,7 +207,8 @@ def test_kill_9_mid_batch_then_exactly_once_with_offset_gaps_and_a_fallback(
 
     second = MirrorProcess(args, tmp_path / "mirror-2.log").start()
     try:
-        wait_for(lambda: on_target() >= total + 1, 300, "the rest mirrored", second)
+        wait_for(lambda: records_on(destination_cluster, target_topic) >= total + 1,
+                 300, "the rest mirrored", second)
         time.sleep(2.0)  # anything more would be a duplicate
         code, _ = second.terminate()
         assert code == 0, second.output()[-3000:]
@@ -258,11 +262,9 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(state)],
                            tmp_path / "mirror.log").start()
 
-    def on_target() -> int:
-        return sum(end_offsets(destination_cluster, target_topic).values())
-
     try:
-        wait_for(lambda: on_target() >= 2_000, 240, "the first batch under way", mirror)
+        wait_for(lambda: records_on(destination_cluster, target_topic) >= 2_000,
+                 240, "the first batch under way", mirror)
         admin = source_cluster.admin()
         for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
             future.result(30)
@@ -275,7 +277,8 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
                  120, "the new query's start", mirror)
         destination_cluster.set_producer_quota(SINK_CLIENT_ID, None)
         total = 2 * per_partition + 3 * 200
-        wait_for(lambda: on_target() >= total, 300, "everything mirrored", mirror)
+        wait_for(lambda: records_on(destination_cluster, target_topic) >= total,
+                 300, "everything mirrored", mirror)
         time.sleep(2.0)
         code, _ = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
@@ -303,8 +306,6 @@ def produce_compacted(cluster: LocalKafkaCluster, topic: str, partitions: int,
     compacted, so the log cleaner leaves a hole at the first record of each such key. Once
     there are holes in every partition, compaction is turned off (the source must stay what the
     test compares against)."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-
     cluster.create_topic(topic, partitions, config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"})
     producer = Producer(cluster.client_config(**{"linger.ms": "20"}))
@@ -328,11 +329,7 @@ def produce_compacted(cluster: LocalKafkaCluster, topic: str, partitions: int,
                    for records in read_all(cluster, topic).values())
 
     wait_for(holes_everywhere, 120, "the log cleaner left holes in every partition")
-    admin = cluster.admin()
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
+    stop_compaction(cluster, topic)
 
 
 def test_sigterm_mid_batch_past_the_grace_period_then_exactly_once_on_a_compacted_source(
@@ -353,13 +350,11 @@ def test_sigterm_mid_batch_past_the_grace_period_then_exactly_once_on_a_compacte
         f"topics = {topic}\nmirror.max.records.per.batch = 200000\n" + MIRROR_ONLY))
     args = ["run", str(config), "--state-dir", str(tmp_path / "state")]
 
-    def on_target() -> int:
-        return sum(end_offsets(destination_cluster, target_topic).values())
-
     destination_cluster.set_producer_quota(SINK_CLIENT_ID, QUOTA)
     first = MirrorProcess(args, tmp_path / "mirror-1.log").start()
     try:
-        wait_for(lambda: on_target() >= 2_000, 240, "the first batch under way", first)
+        wait_for(lambda: records_on(destination_cluster, target_topic) >= 2_000,
+                 240, "the first batch under way", first)
         code, took = first.terminate(timeout=90)
         assert code == 0, first.output()[-3000:]
     finally:
@@ -369,7 +364,8 @@ def test_sigterm_mid_batch_past_the_grace_period_then_exactly_once_on_a_compacte
     assert 0 < sum(cut.values()) < total, cut  # the batch was cut (else this proves nothing)
     second = MirrorProcess(args, tmp_path / "mirror-2.log").start()
     try:
-        wait_for(lambda: on_target() >= total, 300, "the rest mirrored", second)
+        wait_for(lambda: records_on(destination_cluster, target_topic) >= total,
+                 300, "the rest mirrored", second)
         time.sleep(2.0)  # anything more would be a duplicate
         code, _ = second.terminate()
         assert code == 0, second.output()[-3000:]

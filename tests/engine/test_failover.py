@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from mirror_client_probe import probe
-from mirror_process import CLI, MirrorProcess, committed_offsets, end_offsets, wait_for
+from mirror_process import (
+    CLI,
+    MirrorProcess,
+    committed_offsets,
+    end_offsets,
+    stop_compaction,
+    wait_for,
+)
 
 from kafka_mirror.testing.localcluster import LocalKafkaCluster
 from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
@@ -80,20 +87,6 @@ def _compacted(cluster: LocalKafkaCluster, topic: str) -> bool:
     producer.flush(30)
     records = _records(cluster, topic, 0)
     return len(records) < end_offsets(cluster, topic)[0]
-
-
-def _stop_compaction(cluster: LocalKafkaCluster, topic: str) -> None:
-    """cleanup.policy=delete (the test brokers never delete by time): the holes stay, no more
-    records vanish while the test compares."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-
-    admin = cluster.admin()
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("cleanup.policy", "delete",
-                    incremental_operation=AlterConfigOpType.SET)])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result()
-    time.sleep(1)  # a cleaning pass under way finishes
 
 
 def _commit(cluster: LocalKafkaCluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
@@ -188,7 +181,7 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
     _produce_plain(source_cluster, plain)
     _produce_transactions(source_cluster, txn)
     wait_for(lambda: _compacted(source_cluster, compact), 90, "the log cleaner left holes")
-    _stop_compaction(source_cluster, compact)  # the snapshot below must stay what the log holds
+    stop_compaction(source_cluster, compact)  # the snapshot below must stay what the log holds
     source = {(plain, p): _records(source_cluster, plain, p) for p in range(4)}
     source |= {(txn, p): _records(source_cluster, txn, p) for p in range(2)}
     source[(compact, 0)] = _records(source_cluster, compact, 0)

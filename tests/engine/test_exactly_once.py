@@ -119,6 +119,21 @@ def records_on(cluster: LocalKafkaCluster, topic: str) -> int:
     return sum(end_offsets(cluster, topic).values())
 
 
+def restart_until(args: list[str], log: Path, cluster: LocalKafkaCluster, topic: str,
+                  records: int) -> MirrorProcess:
+    """Start the mirror again, wait until ``topic`` holds ``records``, give anything more 2 s to
+    show up (it would be a duplicate), then stop it with SIGTERM (exit 0)."""
+    mirror = MirrorProcess(args, log).start()
+    try:
+        wait_for(lambda: records_on(cluster, topic) >= records, 300, "the rest mirrored", mirror)
+        time.sleep(2.0)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+    finally:
+        mirror.cleanup()
+    return mirror
+
+
 def settled_ends(cluster: LocalKafkaCluster, topic: str, quiet: float = 3.0) -> dict[int, int]:
     """The topic's end offsets once they stopped moving for ``quiet`` seconds."""
     ends, since = end_offsets(cluster, topic), time.monotonic()
@@ -205,15 +220,8 @@ def test_kill_9_mid_batch_then_exactly_once_with_offset_gaps_and_a_fallback(
     with_foreign.produce(target_topic, key=b"foreign", value=b"not from the source", partition=2)
     with_foreign.flush(30)
 
-    second = MirrorProcess(args, tmp_path / "mirror-2.log").start()
-    try:
-        wait_for(lambda: records_on(destination_cluster, target_topic) >= total + 1,
-                 300, "the rest mirrored", second)
-        time.sleep(2.0)  # anything more would be a duplicate
-        code, _ = second.terminate()
-        assert code == 0, second.output()[-3000:]
-    finally:
-        second.cleanup()
+    second = restart_until(args, tmp_path / "mirror-2.log", destination_cluster, target_topic,
+                           total + 1)
     restarted = time.monotonic() - began
     log = second.output()
     target = read_all(destination_cluster, target_topic)
@@ -362,15 +370,8 @@ def test_sigterm_mid_batch_past_the_grace_period_then_exactly_once_on_a_compacte
         destination_cluster.set_producer_quota(SINK_CLIENT_ID, None)
     cut = settled_ends(destination_cluster, target_topic)
     assert 0 < sum(cut.values()) < total, cut  # the batch was cut (else this proves nothing)
-    second = MirrorProcess(args, tmp_path / "mirror-2.log").start()
-    try:
-        wait_for(lambda: records_on(destination_cluster, target_topic) >= total,
-                 300, "the rest mirrored", second)
-        time.sleep(2.0)  # anything more would be a duplicate
-        code, _ = second.terminate()
-        assert code == 0, second.output()[-3000:]
-    finally:
-        second.cleanup()
+    second = restart_until(args, tmp_path / "mirror-2.log", destination_cluster, target_topic,
+                           total)
     skips = {int(m["partition"]): m for m in SKIPPED.finditer(second.output())}
     skipped = {p: int(m["records"]) for p, m in skips.items()}
     assert skipped == {p: n for p, n in cut.items() if n}, second.output()[-3000:]

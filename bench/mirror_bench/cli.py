@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
         "ratio to the default (exactly once on the target)",
     )
     parser.add_argument(
+        "--km-standalone",
+        type=int,
+        default=0,
+        metavar="WORKERS",
+        help="also run kafka-mirror on a throw-away Spark standalone cluster of WORKERS workers "
+        "(1 core, 1g each) on this machine; their CPU and memory count as kafka-mirror's",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,

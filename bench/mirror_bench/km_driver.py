@@ -1,5 +1,5 @@
-"""Driver for kafka-mirror (``kafka-mirror run``, Spark's local mode), optionally with its
-metrics endpoint on and scraped."""
+"""Driver for kafka-mirror (``kafka-mirror run``, Spark's local mode or a throw-away Spark
+standalone cluster), optionally with its metrics endpoint on and scraped."""
 
 from __future__ import annotations
 
@@ -28,12 +28,14 @@ from .common import (
     CONSUMER_TUNING,
     KM_AT_LEAST_ONCE,
     KM_METRICS,
+    KM_STANDALONE,
     PRODUCER_TUNING,
     SOURCE_ALIAS,
     SOURCE_TOPIC,
     TARGET_ALIAS,
 )
 from .measures import Measurement, MirrorResult, TreeSampler, log_time, measure
+from .spark_cluster import SparkStandalone
 from .workload import Workload
 
 NAME = "kafka-mirror"
@@ -178,9 +180,11 @@ def run_kafka_mirror(
     timeout: float,
     metrics: bool = False,
     exactly_once: bool = True,
+    standalone: SparkStandalone | None = None,
 ) -> MirrorResult:
-    """One kafka-mirror run; ``metrics`` turns its metrics endpoint on (scraped), and
-    ``exactly_once=False`` sets ``mirror.exactly.once.target = false`` (at-least-once)."""
+    """One kafka-mirror run; ``metrics`` turns its metrics endpoint on (scraped),
+    ``exactly_once=False`` sets ``mirror.exactly.once.target = false`` (at-least-once), and
+    ``standalone`` runs it on that (started) Spark cluster, whose CPU and memory count too."""
     props = kafka_mirror_config(
         source, destination, workload, max_records_per_batch, producer_extra
     )
@@ -193,13 +197,23 @@ def run_kafka_mirror(
         props["mirror.metrics.bind.address"] = "127.0.0.1"
         scraper = MetricsScraper(f"http://127.0.0.1:{port}/metrics")
     spark_conf = {"spark.driver.memory": driver_memory, **spark_extra}
+    if standalone is not None:
+        spark_conf |= {
+            "spark.master": standalone.url,
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.executor.memory": standalone.memory,
+            "spark.cores.max": str(standalone.workers * standalone.cores),
+        }
     mirror = KafkaMirrorProcess(props, workdir, spark_conf)
     started: list[Measurement] = []
     if scraper is not None:
         scraper.start()
     try:
+        label = (KM_STANDALONE if standalone is not None else KM_METRICS if metrics
+                 else NAME if exactly_once else KM_AT_LEAST_ONCE)
         result = measure(
-            KM_METRICS if metrics else NAME if exactly_once else KM_AT_LEAST_ONCE,
+            label,
             mirror.start,
             mirror.alive,
             mirror.log_path,
@@ -209,6 +223,7 @@ def run_kafka_mirror(
             payload_bytes,
             timeout,
             started.append,
+            also=standalone.pids() if standalone is not None else (),
         )
     finally:
         if scraper is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -88,8 +88,14 @@ class TreeSampler:
 
     MIN_AGE = 0.4
 
-    def __init__(self, root: int, interval: float = SAMPLE_INTERVAL) -> None:
+    def __init__(self, root: int, interval: float = SAMPLE_INTERVAL,
+                 also: Sequence[int] = ()) -> None:
         self.root = root
+        # other trees that work for the mirror (a Spark cluster's workers and their executors);
+        # only their CPU from now on counts
+        self.also = tuple(also)
+        self.base: dict[tuple[int, int], int] = {}
+        self.own: set[tuple[int, int]] = set()  # seen in the root's tree
         self.interval = interval
         self.ticks: dict[tuple[int, int], int] = {}  # (pid, starttime) -> utime+stime
         self.hwm_kb: dict[tuple[int, int], int] = {}
@@ -103,6 +109,9 @@ class TreeSampler:
 
     def start(self) -> TreeSampler:
         self.sample()
+        with self._lock:
+            self.base = {ident: ticks for ident, ticks in self.ticks.items()
+                         if ident[0] != self.root}
         self._thread.start()
         return self
 
@@ -114,11 +123,14 @@ class TreeSampler:
         rss_total = 0
         now = time.monotonic()
         with self._lock:
-            for pid in process_tree(self.root):
+            own = process_tree(self.root)
+            for pid in own + [p for root in self.also for p in process_tree(root)]:
                 stat = _read_stat(pid)
                 if stat is None:
                     continue
                 ident = (pid, stat[1])
+                if pid in own:
+                    self.own.add(ident)
                 self.ticks[ident] = max(self.ticks.get(ident, 0), stat[2])
                 self.names[ident] = _comm(pid)  # latest: a launcher script may exec java
                 if now - self.first_seen.setdefault(ident, now) < self.MIN_AGE:
@@ -134,21 +146,25 @@ class TreeSampler:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
+    def _cpu_ticks(self) -> int:
+        return sum(t - self.base.get(ident, 0) for ident, t in self.ticks.items())
+
     def cpu_seconds(self) -> float:
         with self._lock:
-            return sum(self.ticks.values()) / CLK_TCK
+            return self._cpu_ticks() / CLK_TCK
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {
-                "cpu_seconds": sum(self.ticks.values()) / CLK_TCK,
+                "cpu_seconds": self._cpu_ticks() / CLK_TCK,
                 "peak_rss_mb": self.peak_rss_kb / 1024,
                 "sum_vmhwm_mb": sum(self.hwm_kb.values()) / 1024,
                 "processes": [
                     {
                         "pid": pid,
                         "name": self.names.get((pid, start), "?"),
-                        "cpu_seconds": round(self.ticks[(pid, start)] / CLK_TCK, 2),
+                        "cpu_seconds": round((self.ticks[(pid, start)]
+                                              - self.base.get((pid, start), 0)) / CLK_TCK, 2),
                         "vmhwm_mb": round(self.hwm_kb.get((pid, start), 0) / 1024, 1),
                     }
                     for pid, start in sorted(self.ticks)
@@ -157,9 +173,10 @@ class TreeSampler:
             }
 
     def live_descendants(self) -> list[int]:
-        """PIDs seen in the tree (other than the root) that still run with the same start."""
+        """PIDs seen in the root's tree (other than the root) that still run with the same
+        start."""
         with self._lock:
-            idents = list(self.ticks)
+            idents = list(self.own)
         alive = []
         for pid, start in idents:
             if pid == self.root:
@@ -321,11 +338,13 @@ def measure(
     payload_bytes: int,
     timeout: float,
     on_started: Callable[[Measurement], None],
+    also: Sequence[int] = (),
 ) -> MirrorResult:
     """Start a mirror, wait until every record is on the destination, account its resources.
 
     ``on_started`` receives the measurement as soon as the process runs (so that the caller
-    can stop the whole tree even when waiting fails).
+    can stop the whole tree even when waiting fails). The CPU and memory of the process trees
+    ``also`` (a Spark cluster's workers) count as the mirror's, from its start on.
     """
     loadavg = os.getloadavg()
     with admin_client(destination) as admin:
@@ -334,7 +353,7 @@ def measure(
         started = time.monotonic()
         started_wall = time.time()
         root = start()
-        sampler = TreeSampler(root).start()
+        sampler = TreeSampler(root, also=also).start()
         result = MirrorResult(label, workload.records, payload_bytes, 0.0, 0.0, 0.0, 0.0, 0.0)
         on_started(Measurement(result, sampler, started_wall))
         cpu_at_first: list[float] = []

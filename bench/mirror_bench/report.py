@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import libversion
 
-from .common import KM_AT_LEAST_ONCE, KM_METRICS, MB
+from .common import KM_AT_LEAST_ONCE, KM_METRICS, KM_STANDALONE, MB
 from .measures import MirrorResult
 from .workload import ProduceResult, Workload
 
@@ -59,6 +59,7 @@ def render_table(
         for name, label, ratio in (
             (KM_METRICS, "metrics on", "on/off"),
             (KM_AT_LEAST_ONCE, "EO off", "off/on"),
+            (KM_STANDALONE, "standalone", "st/local"),
         )
         if (runs := [r for r in results if r.name == name])
     ]

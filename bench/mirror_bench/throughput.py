@@ -20,6 +20,7 @@ from .km_driver import run_kafka_mirror
 from .measures import MirrorResult
 from .mm2_driver import run_mm2
 from .report import machine_info, render_table
+from .spark_cluster import SparkStandalone
 from .workload import ProduceResult, Workload, produce
 
 
@@ -93,6 +94,8 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
             mirrors.append("kafka-mirror+metrics")
         if ns.km_at_least_once and ns.only != "mm2":
             mirrors.append("kafka-mirror-at-least-once")
+        if ns.km_standalone and ns.only != "mm2":
+            mirrors.append("kafka-mirror-standalone")
         for round_no in range(1, ns.rounds + 1):
             # Alternate the order between rounds, so neither always runs first.
             order = mirrors if round_no % 2 else list(reversed(mirrors))
@@ -123,23 +126,36 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                         f"round {round_no}: kafka-mirror (spark.driver.memory {ns.driver_memory}"
                         + {"kafka-mirror+metrics": ", metrics endpoint on)",
                            "kafka-mirror-at-least-once": ", mirror.exactly.once.target = false)",
+                           "kafka-mirror-standalone": f", Spark standalone, {ns.km_standalone} "
+                                                      "workers of 1 core)",
                            }.get(kind, ")"),
                         flush=True,
                     )
-                    result = run_kafka_mirror(
-                        run_dir,
-                        source,
-                        destination,
-                        workload,
-                        payload_bytes,
-                        ns.driver_memory,
-                        ns.max_records_per_batch,
-                        dict(ns.spark_conf),
-                        dict(ns.km_producer),
-                        ns.timeout,
-                        metrics=kind == "kafka-mirror+metrics",
-                        exactly_once=kind != "kafka-mirror-at-least-once",
-                    )
+                    standalone = None
+                    if kind == "kafka-mirror-standalone":
+                        standalone = SparkStandalone(run_dir / "spark", workers=ns.km_standalone)
+                        print(f"  starting Spark standalone, {ns.km_standalone} workers",
+                              flush=True)
+                        standalone.start()
+                    try:
+                        result = run_kafka_mirror(
+                            run_dir,
+                            source,
+                            destination,
+                            workload,
+                            payload_bytes,
+                            ns.driver_memory,
+                            ns.max_records_per_batch,
+                            dict(ns.spark_conf),
+                            dict(ns.km_producer),
+                            ns.timeout,
+                            metrics=kind == "kafka-mirror+metrics",
+                            exactly_once=kind != "kafka-mirror-at-least-once",
+                            standalone=standalone,
+                        )
+                    finally:
+                        if standalone is not None:
+                            standalone.stop()
                 result.round = round_no
                 results.append(result)
                 drop(destination)

@@ -19,6 +19,9 @@ class FlowTotals:
     reported_at: float = field(default_factory=time.monotonic)
     reported_records: int = 0
     reported_bytes: int = 0
+    # since the last line: batches that moved records, and the ms of each phase summed
+    window_batches: int = 0
+    window_phases: dict[str, float] = field(default_factory=dict)
 
 
 class ProgressReporter:
@@ -35,6 +38,9 @@ class ProgressReporter:
             totals.records += event.records
             totals.bytes += event.bytes
             totals.batches += 1
+            totals.window_batches += 1
+            for phase, ms in event.phases_ms.items():
+                totals.window_phases[phase] = totals.window_phases.get(phase, 0.0) + ms
         now = time.monotonic()
         elapsed = now - totals.reported_at
         if totals.batches > 1 and elapsed < self.interval:
@@ -49,7 +55,7 @@ class ProgressReporter:
             rate, byte_rate = records / elapsed, size / elapsed
         log.info(
             "flow %s: %d records, %.1f MB copied in %d batches; %.0f records/s, %.2f MB/s; "
-            "lag %d records",
+            "lag %d records%s",
             name,
             totals.records,
             totals.bytes / 1e6,
@@ -57,7 +63,27 @@ class ProgressReporter:
             rate,
             byte_rate / 1e6,
             event.lag,
+            batch_time_text(totals.window_phases, totals.window_batches),
         )
+        totals.window_batches = 0
+        totals.window_phases = {}
         totals.reported_at = now
         totals.reported_records = totals.records
         totals.reported_bytes = totals.bytes
+
+
+# Spark's phases of a micro-batch, in the order they run (durationMs keys), then the batch
+# writer's steps inside addBatch
+_PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+_WRITER = ("writer.targetEndsBefore", "writer.write", "writer.targetEndsAfter")
+
+
+def batch_time_text(phases: dict[str, float], batches: int) -> str:
+    """``; per batch 950 ms: latestOffset 20, ...`` (averages), or '' without batches."""
+    if not batches or "triggerExecution" not in phases:
+        return ""
+    parts = [f"{p} {phases[p] / batches:.0f}" for p in _PHASES if p in phases]
+    writer = [f"{p.removeprefix('writer.')} {phases[p] / batches:.0f}" for p in _WRITER
+              if p in phases]
+    text = f"; per batch {phases['triggerExecution'] / batches:.0f} ms: " + ", ".join(parts)
+    return text + (" (writer: " + ", ".join(writer) + ")" if writer else "")

@@ -40,6 +40,9 @@ class BatchCommitted:
     observed: Mapping[str, Any] = field(default_factory=dict)  # the flow's observe() row
     # when the batch was planned (Unix time): when Spark read ``source_latest``
     planned: float | None = None
+    # where the batch's time went, ms: Spark's ``durationMs`` (triggerExecution, latestOffset,
+    # walCommit, addBatch, commitOffsets, ...) and the batch writer's steps within addBatch
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def moved(self) -> bool:
@@ -119,7 +122,16 @@ def event_from_progress(
         duration=float(getattr(progress, "batchDuration", 0) or 0) / 1000.0,
         observed=dict(row or {}),
         planned=progress_time(getattr(progress, "timestamp", None)),
+        phases_ms=batch_phases(progress, written),
     )
+
+
+def batch_phases(progress: Any, written: BatchWritten | None) -> dict[str, float]:
+    """Spark's ``durationMs`` of the batch, plus the writer's own steps when it wrote."""
+    phases = {str(k): float(v) for k, v in (getattr(progress, "durationMs", None) or {}).items()}
+    if written is not None:
+        phases |= {f"writer.{k}": v for k, v in written.timings.items()}
+    return phases
 
 
 def run_hooks(hooks: Sequence[BatchHook], event: BatchCommitted) -> None:

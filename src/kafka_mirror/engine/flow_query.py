@@ -32,7 +32,8 @@ def mirror_frame(
 ) -> Any:
     """The streaming DataFrame of target records for the assigned source partitions; its
     ``observe`` counts records and bytes (and, ``with_latency``, what the replication latency
-    metric needs: :func:`kafka_mirror.metrics.observe_columns`)."""
+    metric needs: :func:`kafka_mirror.metrics.observe_columns`). With more than twice as many
+    partitions as Spark has task slots, each batch is written by one task per slot."""
     reader = spark.readStream.format("kafka")
     for key, value in spark_source_options(flow).items():
         reader = reader.option(key, value)
@@ -51,6 +52,13 @@ def mirror_frame(
     observed = source.observe(
         OBSERVATION, *(functions.expr(sql).alias(name) for name, sql in aggregates.items())
     )
+    partitions = sum(assignment.values())
+    slots = int(spark.sparkContext.defaultParallelism)
+    if partitions > 2 * slots:
+        # more than two waves of tasks, each paying a task launch and a producer flush: one
+        # task per slot writes its partitions one after another instead (order per partition
+        # is kept, the partition column says where each record goes)
+        observed = observed.coalesce(slots)
     return observed.selectExpr(
         f"{flow.policy.spark_topic_expression(flow.source.alias, assignment)} AS topic",
         "partition",

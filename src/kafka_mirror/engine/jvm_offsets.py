@@ -27,20 +27,14 @@ class JvmEndOffsets:
     def end_offsets(
         self, partitions: list[tuple[str, int]], timeout: float = 30.0
     ) -> dict[tuple[str, int], int]:
+        """One py4j call (``io.kafkamirror.EndOffsets``), whatever the number of partitions."""
         if not partitions:
             return {}
-        jvm = self._jvm
-        latest = jvm.org.apache.kafka.clients.admin.OffsetSpec.latest()
-        request = jvm.java.util.HashMap()
-        keys = {}
-        for topic, partition in partitions:
-            java_tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
-            request.put(java_tp, latest)
-            keys[(topic, partition)] = java_tp
-        result = self._admin.listOffsets(request).all().get(
-            int(timeout * 1000), jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+        text = self._jvm.io.kafkamirror.EndOffsets.read(
+            self._admin, [t for t, _ in partitions], [p for _, p in partitions],
+            int(timeout * 1000),
         )
-        return {tp: int(result.get(java_tp).offset()) for tp, java_tp in keys.items()}
+        return dict(zip(partitions, (int(o) for o in str(text).split(",")), strict=True))
 
     def close(self) -> None:
         self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))

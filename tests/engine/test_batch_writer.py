@@ -1,0 +1,47 @@
+"""The batch writer's target end offsets before a batch: read from the target, or taken from the
+end of the previous batch when it ended exactly where this one starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.engine.batch_writer import BatchWriter
+
+CONFIG = """clusters = A, B
+A.bootstrap.servers = 127.0.0.1:1
+B.bootstrap.servers = 127.0.0.1:2
+A->B.enabled = true
+"""
+
+
+class CountingTarget:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def end_offsets(self, partitions: list[tuple[str, int]], timeout: float = 30.0
+                    ) -> dict[tuple[str, int], int]:
+        self.calls += 1
+        return {tp: 100 for tp in partitions}
+
+
+def test_ends_before_come_from_the_previous_batch_only_when_it_ended_where_this_starts(
+    tmp_path: Path,
+) -> None:
+    flow = mm2_from_text(CONFIG).flows[0]
+    writer = BatchWriter(flow, tmp_path, {}, CountingTarget())
+    moved = [("t", 0), ("t", 1)]
+    start = {("t", 0): 50, ("t", 1): 70}
+    assert writer._ends_before(moved, start) is None  # nothing known yet
+
+    writer._last_after = {("A.t", 0): (50, 400), ("A.t", 1): (70, 900)}
+    assert writer._ends_before(moved, start) == {("A.t", 0): 400, ("A.t", 1): 900}
+    # used once: a batch that failed in between leaves nothing behind
+    assert writer._ends_before(moved, start) is None
+
+    # a partition that did not end where this batch starts: read everything from the target
+    writer._last_after = {("A.t", 0): (50, 400), ("A.t", 1): (69, 899)}
+    assert writer._ends_before(moved, start) is None
+    # a partition moving for the first time
+    writer._last_after = {("A.t", 0): (50, 400)}
+    assert writer._ends_before(moved, start) is None

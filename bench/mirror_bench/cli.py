@@ -10,7 +10,7 @@ Usage::
 
 kafka-mirror knobs: ``--max-records-per-batch`` (``mirror.max.records.per.batch``, i.e. Spark's
 ``maxOffsetsPerTrigger``), ``--spark-conf KEY=VALUE``, ``--km-producer KEY=VALUE``
-(``destination.producer.*``).
+(``destination.producer.*``), ``--km-consumer KEY=VALUE`` (``source.consumer.*``).
 """
 
 from __future__ import annotations
@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="extra destination.producer.* setting for kafka-mirror only",
+    )
+    parser.add_argument(
+        "--km-consumer",
+        type=_key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra source.consumer.* setting for kafka-mirror only",
     )
     parser.add_argument("--only", choices=("both", "mm2", "kafka-mirror"), default="both")
     parser.add_argument(

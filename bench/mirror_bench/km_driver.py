@@ -62,6 +62,7 @@ def kafka_mirror_config(
     refresh_seconds: int = 5,
     consumer: Mapping[str, str] = CONSUMER_TUNING,
     producer: Mapping[str, str] = PRODUCER_TUNING,
+    consumer_extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """kafka-mirror's mm2.properties: the same client tuning keys as MirrorMaker 2's."""
     props: dict[str, str] = {
@@ -76,7 +77,8 @@ def kafka_mirror_config(
     }
     if max_records_per_batch is not None:
         props["mirror.max.records.per.batch"] = str(max_records_per_batch)
-    props.update({f"{SOURCE_ALIAS}.consumer.{k}": v for k, v in consumer.items()})
+    consumed = dict(consumer) | dict(consumer_extra or {})
+    props.update({f"{SOURCE_ALIAS}.consumer.{k}": v for k, v in consumed.items()})
     tuned = dict(producer) | dict(producer_extra)
     props.update({f"{TARGET_ALIAS}.producer.{k}": v for k, v in tuned.items()})
     return props
@@ -181,12 +183,14 @@ def run_kafka_mirror(
     metrics: bool = False,
     exactly_once: bool = True,
     standalone: SparkStandalone | None = None,
+    consumer_extra: Mapping[str, str] | None = None,
 ) -> MirrorResult:
     """One kafka-mirror run; ``metrics`` turns its metrics endpoint on (scraped),
     ``exactly_once=False`` sets ``mirror.exactly.once.target = false`` (at-least-once), and
     ``standalone`` runs it on that (started) Spark cluster, whose CPU and memory count too."""
     props = kafka_mirror_config(
-        source, destination, workload, max_records_per_batch, producer_extra
+        source, destination, workload, max_records_per_batch, producer_extra,
+        consumer_extra=consumer_extra,
     )
     if not exactly_once:
         props["mirror.exactly.once.target"] = "false"

@@ -361,6 +361,7 @@ def run_latency(ns: argparse.Namespace, command: str) -> dict[str, Any]:
                     refresh_seconds=ns.refresh_seconds,
                     consumer=consumer_tuning,
                     producer=producer_tuning,
+                    consumer_extra=dict(ns.km_consumer),
                 )
                 if kind == "kafka-mirror-rt":
                     assert realtime is not None

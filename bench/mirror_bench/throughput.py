@@ -152,6 +152,7 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                             metrics=kind == "kafka-mirror+metrics",
                             exactly_once=kind != "kafka-mirror-at-least-once",
                             standalone=standalone,
+                            consumer_extra=dict(ns.km_consumer),
                         )
                     finally:
                         if standalone is not None:

@@ -13,20 +13,14 @@ from pathlib import Path
 
 from kafka_mirror.testing.localcluster import LOOPBACK, free_port, stop_process, tail
 
+from .measures import process_tree
+
 
 def spark_home() -> Path:
     """pyspark's package directory: a Spark distribution (``bin/``, ``jars/``)."""
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
 
 
 class SparkStandalone:
@@ -72,10 +66,13 @@ class SparkStandalone:
             if marker in tail(log_path, 400):
                 return
             if any(p.poll() is not None for _, p, _ in self._procs):
+                why = "a Spark process exited"
                 break
             time.sleep(0.2)
-        raise RuntimeError(f"Spark standalone: {marker!r} not in {log_path} after {timeout:.0f} "
-                           f"s:\n{tail(log_path, 30)}")
+        else:
+            why = f"{timeout:.0f} s passed"
+        raise RuntimeError(f"Spark standalone: {marker!r} not in {log_path} ({why}):\n"
+                           f"{tail(log_path, 30)}")
 
     def start(self, timeout: float = 120.0) -> str:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -107,7 +104,7 @@ class SparkStandalone:
     def stop(self) -> None:
         """Workers first (each ends its executors), then the master; by PID only."""
         for _name, proc, _log in reversed(self._procs):
-            executors = _children(proc.pid)
+            executors = process_tree(proc.pid)[1:]  # its executors, and theirs
             stop_process(proc, 20.0)
             for pid in executors:
                 with contextlib.suppress(ProcessLookupError):

@@ -9,6 +9,7 @@ import queue
 import random
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -255,7 +256,15 @@ def fixed_rate_producer(
     )
     filler = _corpus(record_size)
     streams: dict[str, Stream] = {}
+    # records the source acknowledged, per (phase, topic, partition): what a probe can receive
     counts: dict[tuple[int, str, int], int] = {}
+
+    def delivered(ident: tuple[int, str, int], err: Any, _msg: Any) -> None:
+        if err is None:
+            counts[ident] = counts.get(ident, 0) + 1
+        elif len(errors) < 100:
+            errors.append(f"not delivered to {ident[1]}[{ident[2]}]: {err}")
+
     first_ns: dict[str, int] = {}
     seq = 0
     try:
@@ -291,10 +300,12 @@ def fixed_rate_producer(
                     produce_ns = time.time_ns()
                     head = stamp(stream.phase, produce_ns)
                     value = head + filler[: max(0, record_size - STAMP_LEN)]
+                    ident = (stream.phase, stream.topic, partition)
                     while True:
                         try:
                             producer.produce(
-                                stream.topic, value, b"key-%010d" % seq, partition=partition
+                                stream.topic, value, b"key-%010d" % seq, partition=partition,
+                                on_delivery=partial(delivered, ident),
                             )
                             break
                         except BufferError:
@@ -309,8 +320,6 @@ def fixed_rate_producer(
                         first_ns[name] = produce_ns
                     seq += 1
                     stream.sent += 1
-                    ident = (stream.phase, stream.topic, partition)
-                    counts[ident] = counts.get(ident, 0) + 1
             producer.poll(0)
             if os.getppid() != parent:
                 return

@@ -19,6 +19,10 @@ TIMESTAMP_HEADER = "kafka-mirror.timestamp"
 INTERCEPTOR_CLASS = "io.kafkamirror.TimestampRestoringInterceptor"
 # producer config the interceptor reads: record replication latency under this flow name
 LATENCY_FLOW_CONFIG = "kafka-mirror.latency.flow"
+# real-time mode: the source offset travels as a header after the timestamp's, and the
+# interceptor records where each record landed under this producer config's value
+OFFSET_HEADER = "kafka-mirror.offset"
+COPIES_RUN_CONFIG = "kafka-mirror.copies.run"
 
 # Producer settings that cannot lose data; applied unless the user set the key.
 SAFE_PRODUCER_DEFAULTS = {
@@ -150,7 +154,8 @@ def spark_source_options(flow: FlowSpec) -> dict[str, str]:
     options = {f"kafka.{k}": v for k, v in props.items() if k not in _SPARK_SOURCE_MANAGED}
     options["includeHeaders"] = "true"
     options["failOnDataLoss"] = str(flow.fail_on_data_loss).lower()
-    options["maxOffsetsPerTrigger"] = str(flow.max_records_per_batch)
+    if not flow.realtime:  # real-time mode reads without a per-batch limit
+        options["maxOffsetsPerTrigger"] = str(flow.max_records_per_batch)
     return options
 
 
@@ -171,11 +176,14 @@ def request_size(flow: FlowSpec, largest_source_batch: int) -> int | None:
 
 
 def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0,
-                       latency: bool = False) -> dict[str, str]:
+                       latency: bool = False, copies_run: str = "") -> dict[str, str]:
     """Options for ``writeStream.format("kafka")``; the interceptor restores timestamps.
     ``largest_source_batch``: the largest ``max.message.bytes`` among the mirrored source
     topics (see :func:`request_size`). ``latency``: the interceptor also records each
-    acknowledged record's replication latency under the flow's name (metrics on)."""
+    acknowledged record's replication latency under the flow's name (metrics on).
+    ``copies_run`` (real-time mode): the interceptor records where each record landed under
+    this key (:mod:`kafka_mirror.engine.realtime`); a key per query run also gives each run a
+    producer of its own (Spark shares producers of equal settings)."""
     props = producer_properties(flow)
     size = request_size(flow, largest_source_batch)
     if size is not None:
@@ -186,6 +194,8 @@ def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0,
     options["kafka.interceptor.classes"] = ",".join(interceptors)
     if latency:
         options[f"kafka.{LATENCY_FLOW_CONFIG}"] = flow.name
+    if copies_run:
+        options[f"kafka.{COPIES_RUN_CONFIG}"] = copies_run
     if not user_set_producer_key(flow, "client.id"):
         # the flow's own producer, found by this id when a restart waits for it to be idle
         options["kafka.client.id"] = sink_client_id(flow)

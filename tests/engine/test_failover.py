@@ -135,8 +135,15 @@ def _resume_check(
     return skipped, sum(1 for key in resumed[:first_wanted] if key in already)
 
 
+# real-time mode has no per-batch limit and holds a task slot per partition (7 here, plus
+# heartbeats)
+REALTIME = "mirror.mode = realtime\nmirror.realtime.batch.duration.ms = 5000\n" \
+    "spark.master = local[12]\n"
+
+
 def _config(path: Path, source_alias: str, target_alias: str, source: LocalKafkaCluster,
-            target: LocalKafkaCluster, prefix: str, groups: str) -> Path:
+            target: LocalKafkaCluster, prefix: str, groups: str, realtime: bool = False
+            ) -> Path:
     path.write_text(
         f"clusters = {source_alias}, {target_alias}\n"
         f"{source_alias}.bootstrap.servers = {source.bootstrap}\n"
@@ -156,18 +163,22 @@ def _config(path: Path, source_alias: str, target_alias: str, source: LocalKafka
         # the target must not compact on its own: the check compares record by record
         "config.properties.exclude = cleanup\\.policy, segment\\.ms, "
         "min\\.cleanable\\.dirty\\.ratio, delete\\.retention\\.ms\n"
-        f"mirror.max.records.per.batch = {BATCH}\n"
         "refresh.topics.interval.seconds = 3\n"
         "spark.driver.memory = 768m\n"
-        "spark.master = local[2]\n",
+        + (REALTIME if realtime else
+           f"mirror.max.records.per.batch = {BATCH}\nspark.master = local[2]\n"),
         encoding="utf-8",
     )
     return path
 
 
+@pytest.mark.parametrize("mode", ["micro-batch", "realtime"])
 def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
     source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster, tmp_path: Path,
+    mode: str,
 ) -> None:
+    """Real-time mode (no batch boundaries) pairs offsets record by record in the producer
+    interceptor: the same failover, without the side-by-side MirrorMaker 2 part."""
     tag = _letters()
     src, dst = f"fs{tag}", f"fd{tag}"
     prefix = f"fo-{tag}"
@@ -210,7 +221,7 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
     busy_thread.start()
 
     config = _config(tmp_path / "mm2.properties", src, dst, source_cluster, destination_cluster,
-                     prefix, f"app-{tag}, busy-{tag}")
+                     prefix, f"app-{tag}, busy-{tag}", realtime=mode == "realtime")
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
                            tmp_path / "mirror.log").start()
     target_partitions = [(f"{src}.{plain}", p) for p in range(4)]
@@ -293,6 +304,8 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
     for sync in mine:
         src_key = dict(source[(plain, sync["partition"])])[sync["upstreamOffset"]]
         assert targets[sync["partition"]][sync["offset"]] == src_key
+    if mode == "realtime":
+        return
 
     # stock MirrorMaker 2 on the same topic and group, side by side
     mm_alias = f"mm{tag}"

@@ -50,6 +50,8 @@ FLOW_KEYS = frozenset(
         "mirror.lag.commit.interval.ms",
         "mirror.takeover.mm2",
         "mirror.exactly.once.target",
+        "mirror.mode",
+        "mirror.realtime.batch.duration.ms",
         # Connect's exactly-once switches: honoured without target transactions (see
         # config.mm2.exactly_once_target)
         "exactly.once.source.support",

@@ -11,6 +11,8 @@ from kafka_mirror.config import keys
 from kafka_mirror.config.connector import connector_config
 from kafka_mirror.config.loops import refuse_identity_loops
 from kafka_mirror.config.model import (
+    MICRO_BATCH,
+    REALTIME,
     ClusterSpec,
     FlowSpec,
     HeartbeatSpec,
@@ -155,6 +157,16 @@ def flow_settings(
         else "config.properties.blacklist"
     )
     flow_id = f"{source.alias}_to_{target.alias}"
+    mode = values.choice("mirror.mode", MICRO_BATCH, (MICRO_BATCH, REALTIME))
+    realtime = mode == REALTIME
+    if realtime and "mirror.trigger.interval.ms" in values.props:
+        raise values.error("mirror.trigger.interval.ms",
+                           "a trigger interval is for micro-batch mode; with mirror.mode = "
+                           "realtime set mirror.realtime.batch.duration.ms instead")
+    if realtime and "mirror.max.records.per.batch" in values.props:
+        raise values.error("mirror.max.records.per.batch",
+                           "real-time mode reads without a per-batch limit; remove the key or "
+                           "use mirror.mode = micro-batch")
     return FlowSpec(
         source=source,
         target=target,
@@ -180,21 +192,32 @@ def flow_settings(
         group_filter=group_filter,
         syncs=sync_settings(values),
         takeover_mm2=values.boolean("mirror.takeover.mm2", True),
-        exactly_once_target=exactly_once_target(values),
+        exactly_once_target=exactly_once_target(values, realtime),
+        mode=mode,
+        realtime_batch_ms=values.integer("mirror.realtime.batch.duration.ms", 5_000, 5_000),
     )
 
 
-def exactly_once_target(values: Values) -> bool:
-    """``mirror.exactly.once.target`` (default true). Connect's own switches are read with their
-    meaning: ``exactly.once.source.support`` (enabled, preparing, disabled) and
-    ``exactly.once.support`` (required, requested) ask for exactly once, which the mirror gives
-    without target transactions; ``required`` with the mirror's own switch off is an error."""
+def exactly_once_target(values: Values, realtime: bool = False) -> bool:
+    """``mirror.exactly.once.target`` (default true, false in real-time mode, which is
+    at-least-once). Connect's own switches are read with their meaning:
+    ``exactly.once.source.support`` (enabled, preparing, disabled) and ``exactly.once.support``
+    (required, requested) ask for exactly once, which the mirror gives without target
+    transactions; ``required`` with the mirror's own switch off is an error."""
     worker = values.text("exactly.once.source.support", "disabled").lower()
     if worker not in ("enabled", "preparing", "disabled"):
         raise values.error("exactly.once.source.support", "expected enabled, preparing or disabled")
     connector = values.text("exactly.once.support", "requested").lower()
     if connector not in ("required", "requested"):
         raise values.error("exactly.once.support", "expected required or requested")
+    if realtime:
+        for key, wanted in (("mirror.exactly.once.target", "true"),
+                            ("exactly.once.support", "required")):
+            if values.text(key, "").lower() == wanted:
+                raise values.error(key, "real-time mode (mirror.mode = realtime) is "
+                                   "at-least-once: exactly once on the target needs "
+                                   "micro-batch mode")
+        return False
     own = values.boolean("mirror.exactly.once.target", True)
     if not own and connector == "required":
         raise values.error(

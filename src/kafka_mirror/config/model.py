@@ -66,6 +66,10 @@ class HeartbeatSpec:
         return f"{self.source.alias}->{self.target.alias}"
 
 
+MICRO_BATCH = "micro-batch"
+REALTIME = "realtime"
+
+
 @dataclass(frozen=True)
 class FlowSpec:
     """One replication flow ``source->target``: what it mirrors and how."""
@@ -93,6 +97,15 @@ class FlowSpec:
     takeover_group: str = ""
     # mirror.exactly.once.target: at every (re)start, skip what a cut batch already wrote
     exactly_once_target: bool = True
+    # mirror.mode: micro-batch (default) or realtime (Spark's real-time mode, one task slot per
+    # partition, at-least-once); mirror.realtime.batch.duration.ms: how long one real-time
+    # batch reads before Spark commits its positions
+    mode: str = "micro-batch"
+    realtime_batch_ms: int = 5_000
+
+    @property
+    def realtime(self) -> bool:
+        return self.mode == REALTIME
 
     @property
     def name(self) -> str:

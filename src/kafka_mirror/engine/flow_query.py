@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.clients import TIMESTAMP_HEADER, spark_source_options
+from kafka_mirror.clients import OFFSET_HEADER, TIMESTAMP_HEADER, spark_source_options
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWriter
+from kafka_mirror.engine.realtime import RealTimeWriter
 from kafka_mirror.metrics import observe_columns
 from kafka_mirror.policy import sql_string
 
@@ -16,15 +17,21 @@ OBSERVATION = "kafka_mirror"
 
 # The source timestamp travels as the last header; the producer interceptor turns it back
 # into the record timestamp (Spark's Kafka sink has no timestamp column).
-_HEADERS = (
-    "CASE WHEN headers IS NULL THEN array({marker}) "
-    "ELSE concat(headers, array({marker})) END"
-).format(
-    marker=(
-        f"named_struct('key', {sql_string(TIMESTAMP_HEADER)}, "
-        "'value', cast(cast(unix_millis(timestamp) AS STRING) AS BINARY))"
-    )
+_MARKERS = (
+    "CASE WHEN headers IS NULL THEN array({marker}) ELSE concat(headers, array({marker})) END"
 )
+
+
+def _marker(key: str, column: str) -> str:
+    value = f"cast(cast({column} AS STRING) AS BINARY)"
+    return f"named_struct('key', {sql_string(key)}, 'value', {value})"
+
+
+_HEADERS = _MARKERS.format(marker=_marker(TIMESTAMP_HEADER, "unix_millis(timestamp)"))
+# real-time mode: the source offset follows, for the interceptor's record of where each record
+# landed (kafka_mirror.engine.realtime)
+_REALTIME_HEADERS = _MARKERS.format(marker=", ".join((
+    _marker(TIMESTAMP_HEADER, "unix_millis(timestamp)"), _marker(OFFSET_HEADER, "offset"))))
 
 
 def mirror_frame(
@@ -33,7 +40,7 @@ def mirror_frame(
     """The streaming DataFrame of target records for the assigned source partitions; its
     ``observe`` counts records and bytes (and, ``with_latency``, what the replication latency
     metric needs: :func:`kafka_mirror.metrics.observe_columns`). With more than twice as many
-    partitions as Spark has task slots, each batch is written by one task per slot."""
+    partitions as Spark has task slots, each micro-batch is written by one task per slot."""
     reader = spark.readStream.format("kafka")
     for key, value in spark_source_options(flow).items():
         reader = reader.option(key, value)
@@ -54,7 +61,7 @@ def mirror_frame(
     )
     partitions = sum(assignment.values())
     slots = int(spark.sparkContext.defaultParallelism)
-    if partitions > 2 * slots:
+    if not flow.realtime and partitions > 2 * slots:
         # more than two waves of tasks, each paying a task launch and a producer flush: one
         # task per slot writes its partitions one after another instead (order per partition
         # is kept, the partition column says where each record goes)
@@ -64,7 +71,7 @@ def mirror_frame(
         "partition",
         "key",
         "value",
-        f"{_HEADERS} AS headers",
+        f"{_REALTIME_HEADERS if flow.realtime else _HEADERS} AS headers",
     )
 
 
@@ -74,13 +81,25 @@ def start_query(
     assignment: dict[str, int],
     start: str,
     checkpoint: Path,
-    batch_writer: BatchWriter,
+    batch_writer: BatchWriter | RealTimeWriter,
     with_latency: bool = False,
 ) -> Any:
     """Start the flow's query; each batch is flushed (acks=all) before Spark commits it."""
     frame = mirror_frame(spark, flow, assignment, start, with_latency)
+    if isinstance(batch_writer, RealTimeWriter):
+        return _start_realtime(frame, flow, checkpoint, batch_writer.sink_options)
     writer = frame.writeStream.foreachBatch(batch_writer)
     writer = writer.option("checkpointLocation", str(checkpoint)).queryName(flow.path_name)
     if flow.trigger_interval_ms > 0:
         writer = writer.trigger(processingTime=f"{flow.trigger_interval_ms} milliseconds")
     return writer.start()
+
+
+def _start_realtime(frame: Any, flow: FlowSpec, checkpoint: Path, sink_options: dict[str, str]
+                    ) -> Any:
+    """Real-time mode: Spark's Kafka sink writes each record as it is read; every
+    ``mirror.realtime.batch.duration.ms`` the tasks flush, Spark commits the positions they
+    reached and starts the next batch at once."""
+    writer = frame.writeStream.format("kafka").outputMode("update").options(**sink_options)
+    writer = writer.option("checkpointLocation", str(checkpoint)).queryName(flow.path_name)
+    return writer.trigger(realTime=f"{flow.realtime_batch_ms} milliseconds").start()

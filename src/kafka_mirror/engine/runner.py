@@ -51,9 +51,15 @@ from kafka_mirror.engine.positions import (
     recreated_topics,
     starting_offsets,
 )
+from kafka_mirror.engine.realtime import (
+    RealTimeWriter,
+    new_run_key,
+    task_slots_needed,
+)
 from kafka_mirror.engine.session import (
     build_session,
     connector_jars,
+    realtime_master,
     spark_conf,
     topic_latency_text,
     wait_for_master,
@@ -205,10 +211,12 @@ class FlowRunner:
             if flow.exactly_once_target and _keeps_prefix(flow) else None
         )
         # the batch writer of the query started last (did its last write end normally?)
-        self.last_writer: BatchWriter | None = None
+        self.last_writer: BatchWriter | RealTimeWriter | None = None
         self.query: Any = None
         # per query run (progress events of a stopped run can still arrive after a restart)
-        self.writers: dict[str, BatchWriter] = {}
+        self.writers: dict[str, BatchWriter | RealTimeWriter] = {}
+        # the other flows of the process (real-time ones hold task slots)
+        self.peers: Mapping[str, FlowRunner] = {}
         self.assignment: dict[str, int] = {}
         self.next_refresh = 0.0
         self.failures = 0
@@ -352,14 +360,31 @@ class FlowRunner:
                     f"what the target already holds of the batch cut short was not determined "
                     f"({_first_line(str(exc))}); not restarting yet") from exc
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
+        if self.flow.realtime:
+            taken = sum(peer.realtime_partitions for peer in self.peers.values()
+                        if peer is not self)
+            task_slots_needed(self.flow, assignment,
+                              int(spark.sparkContext.defaultParallelism), taken)
         checkpoint = self.state.new_generation(self.topic_ids)
         self.started_ids = dict(self.topic_ids)
         self.state.prune(keep=checkpoint)
-        writer = BatchWriter(
-            self.flow, checkpoint,
-            spark_sink_options(self.flow, self.largest_batch, latency=self.metrics is not None),
-            self.target_offsets, self.target_ends,
-        )
+        writer: BatchWriter | RealTimeWriter
+        if self.flow.realtime:
+            run_key = new_run_key(self.flow)
+            writer = RealTimeWriter(
+                self.flow, checkpoint,
+                spark_sink_options(self.flow, self.largest_batch,
+                                   latency=self.metrics is not None, copies_run=run_key),
+                run_key, assignment,
+            )
+            writer.attach(spark)
+        else:
+            writer = BatchWriter(
+                self.flow, checkpoint,
+                spark_sink_options(self.flow, self.largest_batch,
+                                   latency=self.metrics is not None),
+                self.target_offsets, self.target_ends,
+            )
         self.last_writer = writer
         self.started_largest_batch = self.largest_batch
         self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
@@ -489,6 +514,22 @@ class FlowRunner:
     def save_ranges(self) -> None:
         self.ranges.save(self.ranges_path)
 
+    @property
+    def realtime_partitions(self) -> int:
+        """Task slots this flow's real-time query holds (0 in micro-batch mode)."""
+        if not self.flow.realtime or self.query is None:
+            return 0
+        return sum(self.assignment.values())
+
+    def drain_copies(self, writer: BatchWriter | RealTimeWriter | None = None) -> None:
+        """Real-time mode: where the records acknowledged since the last drain landed, to the
+        write hooks (offset translation, offset syncs)."""
+        writer = writer or self._current_writer()
+        if isinstance(writer, RealTimeWriter):
+            written = writer.drain()
+            if written is not None and written.copies:
+                run_write_hooks(self.hooks, written)
+
     def tick(self, spark: Any) -> None:
         """Keep the flow running: restart a failed query, follow topic changes. Faults (a
         cluster unreachable for minutes, a broker restart) are retried with backoff; a record
@@ -518,6 +559,7 @@ class FlowRunner:
                                             _first_line(self.failed))
                     return
                 raise MirrorError(f"query failed: {_first_line(error)}")
+            self.drain_copies()
             wanted = self.flow.refresh_topics or self.query is None
             if wanted and now >= self.next_refresh:
                 self.follow(spark, self.sync_topics())
@@ -553,7 +595,7 @@ class FlowRunner:
         if writer is not None:
             writer.stopping.set()
 
-    def _current_writer(self) -> BatchWriter | None:
+    def _current_writer(self) -> BatchWriter | RealTimeWriter | None:
         if self.query is None:
             return None
         return self.writers.get(str(self.query.runId))
@@ -565,6 +607,13 @@ class FlowRunner:
         writer = self._current_writer()
         query, self.query = self.query, None
         if query is None:
+            return
+        if isinstance(writer, RealTimeWriter):
+            # a real-time batch ends only at its duration: stopped now, its records since the
+            # last commit are read (and written) again on the next start
+            query.stop()
+            self.drain_copies(writer)
+            writer.forget()
             return
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         while time.monotonic() < deadline and query.isActive:
@@ -743,7 +792,8 @@ class Mirror:
                 log.warning("%s", warning)
         conf = spark_conf(
             self.config.spark_conf, self.cli_spark_conf, connector_jars(self.jars_dir),
-            latency_plugin=self.metrics is not None,
+            # the plugin also brings real-time mode's copied ranges from executors
+            latency_plugin=self.metrics is not None or any(f.realtime for f in self.config.flows),
         )
         # an unreachable Spark master fails before any cluster is touched
         wait_for_master(conf, self.connect_timeout)
@@ -753,6 +803,8 @@ class Mirror:
                                        self.metrics)
             for flow in self.config.flows
         }
+        for runner in runners.values():
+            runner.peers = runners
         # internal topics first (a heartbeats topic is mirrored like any topic), then the
         # topic sync: problems surface before Spark starts
         tasks, checkpointers, emitters = self.control_plane(runners, admins)
@@ -763,6 +815,9 @@ class Mirror:
             raise _stopped_for_good(runners)
         for task in tasks:
             task.start()
+        realtime = [n for n, r in runners.items() if r.flow.realtime and r.failed is None]
+        conf = realtime_master(conf, sum(sum(initial[n].values()) for n in realtime)) \
+            if realtime else conf
         try:
             spark = build_session(conf)
         except Exception:

@@ -42,6 +42,21 @@ def connector_jars(jars_dir: Path | None) -> list[Path]:
     return jars
 
 
+# Real-time mode holds a task slot per source partition for as long as a flow runs (tasks wait
+# on the source, they do not burn a core): local mode then runs this many task threads at least.
+REALTIME_LOCAL_SLOTS = 32
+
+
+def realtime_master(conf: Mapping[str, str], partitions: int) -> dict[str, str]:
+    """The conf with room for real-time flows: the default ``local[*]`` becomes ``local[N]``
+    with N at least :data:`REALTIME_LOCAL_SLOTS` and twice the partitions the flows start with
+    (room for partitions added later). A master the user chose is left alone."""
+    out = dict(conf)
+    if out.get("spark.master") == DEFAULT_SPARK_CONF["spark.master"]:
+        out["spark.master"] = f"local[{max(REALTIME_LOCAL_SLOTS, 2 * partitions)}]"
+    return out
+
+
 # In local mode the driver stays on loopback rather than the host's outward address.
 LOCAL_MODE_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 

@@ -17,7 +17,8 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * ({@code spark.plugins=io.kafkamirror.LatencyPlugin}, set by kafka.mirror when metrics are on).
  * Each executor in a JVM other than the driver's sends its cumulative counts every {@link
  * #INTERVAL_MS} ms (and when it stops); the driver keeps the latest per executor. In local mode
- * the producer runs in the driver JVM: the executor plugin sends nothing.
+ * the producer runs in the driver JVM: the executor plugin sends nothing. Executors send the
+ * {@link CopiedRanges} of real-time mode the same way (drained: each range is sent once).
  */
 public final class LatencyPlugin implements SparkPlugin {
 
@@ -47,6 +48,8 @@ public final class LatencyPlugin implements SparkPlugin {
     public Object receive(Object message) {
       if (message instanceof LatencyRegistry.Snapshot snapshot) {
         LatencyRegistry.remote(snapshot.executor, snapshot.counts);
+      } else if (message instanceof CopiedRanges.Batch batch) {
+        CopiedRanges.remote(batch.runs);
       }
       return null;
     }
@@ -84,6 +87,14 @@ public final class LatencyPlugin implements SparkPlugin {
         }
       } catch (Exception e) {
         // the next round sends the counts again (they are cumulative)
+      }
+      try {
+        java.util.HashMap<String, String> runs = CopiedRanges.drainAll();
+        if (!runs.isEmpty()) {
+          context.send(new CopiedRanges.Batch(runs));
+        }
+      } catch (Exception e) {
+        // ranges lost on the way leave offset translation conservative, never wrong
       }
     }
 

@@ -23,6 +23,11 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
  * are on), each record the target acknowledged adds its replication latency (now minus its
  * timestamp, the restored source timestamp) to {@link LatencyRegistry}, per flow and destination
  * topic. Unset, acknowledgements cost nothing.
+ *
+ * <p>In real-time mode the job puts one more header after it, {@value #OFFSET_HEADER}: the
+ * record's source offset (ASCII decimal). It is stripped too, and with {@value
+ * CopiedRanges#RUN_CONFIG} set, each record's source offset and its offset on the target go to
+ * {@link CopiedRanges} (offset translation without micro-batch boundaries).
  */
 public final class TimestampRestoringInterceptor implements ProducerInterceptor<byte[], byte[]> {
 
@@ -32,12 +37,25 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
   /** Producer config key naming the flow whose latency to record (absent: not recorded). */
   public static final String LATENCY_FLOW_CONFIG = "kafka-mirror.latency.flow";
 
+  /** Key of the marker header carrying the source offset (real-time mode), after the other. */
+  public static final String OFFSET_HEADER = "kafka-mirror.offset";
+
   private volatile LatencyRegistry.FlowRecorder latency;
+  private volatile String run;
 
   @Override
   public ProducerRecord<byte[], byte[]> onSend(ProducerRecord<byte[], byte[]> record) {
     try {
-      return restore(record);
+      Long offset = record == null ? null : lastHeaderNumber(record, OFFSET_HEADER);
+      if (offset == null) {
+        return restore(record);
+      }
+      ProducerRecord<byte[], byte[]> restored = restore(withoutLastHeader(record));
+      String copies = run;
+      if (copies != null && restored.partition() != null) {
+        CopiedRanges.tracker(copies, restored.topic(), restored.partition()).sent(offset);
+      }
+      return restored;
     } catch (RuntimeException e) {
       // An interceptor must never break the producer; fall back to the record as given.
       return record;
@@ -73,6 +91,29 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
         kept);
   }
 
+  /** The value of the record's last header when it has that key and a number; else null. */
+  static Long lastHeaderNumber(ProducerRecord<byte[], byte[]> record, String key) {
+    Headers headers = record.headers();
+    if (headers == null) {
+      return null;
+    }
+    Header last = null;
+    for (Header header : headers) {
+      last = header;
+    }
+    return last != null && key.equals(last.key()) ? parseTimestamp(last.value()) : null;
+  }
+
+  static ProducerRecord<byte[], byte[]> withoutLastHeader(ProducerRecord<byte[], byte[]> record) {
+    Header[] all = record.headers().toArray();
+    RecordHeaders kept = new RecordHeaders();
+    for (int i = 0; i < all.length - 1; i++) {
+      kept.add(all[i]);
+    }
+    return new ProducerRecord<>(record.topic(), record.partition(), record.timestamp(),
+        record.key(), record.value(), kept);
+  }
+
   /** Parses a non-negative ASCII decimal epoch-millis value; {@code null} if absent or invalid. */
   static Long parseTimestamp(byte[] value) {
     if (value == null || value.length == 0 || value.length > 19) {
@@ -93,6 +134,16 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
 
   @Override
   public void onAcknowledgement(RecordMetadata metadata, Exception exception) {
+    String copies = run;
+    if (copies != null && metadata != null && metadata.partition() >= 0) {
+      try {
+        CopiedRanges.tracker(copies, metadata.topic(), metadata.partition()).acknowledged(
+            exception == null && metadata.hasOffset() ? metadata.offset() : -1L,
+            exception != null);
+      } catch (RuntimeException e) {
+        // offset translation must never disturb the producer
+      }
+    }
     LatencyRegistry.FlowRecorder recorder = latency;
     if (recorder == null || exception != null || metadata == null) {
       return;
@@ -121,5 +172,8 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
     } catch (RuntimeException e) {
       latency = null;
     }
+    Object copies = configs == null ? null : configs.get(CopiedRanges.RUN_CONFIG);
+    String key = copies == null ? "" : copies.toString().trim();
+    run = key.isEmpty() ? null : key;
   }
 }

@@ -1,0 +1,122 @@
+"""Real-time mode (``mirror.mode = realtime``): where each record landed, without batch
+boundaries to measure the target around.
+
+In Spark's real-time mode every task reads its source partition and Spark's Kafka sink sends
+each record as soon as it is read; every ``mirror.realtime.batch.duration.ms`` the tasks flush
+and Spark commits the positions they reached. There is no ``foreachBatch`` (Spark refuses it in
+this mode), so the flow's producer interceptor does what :class:`BatchWriter` does around a
+micro-batch: each record carries its source offset in a header, and when the target acknowledges
+it the interceptor pairs that offset with the record's target offset (``io.kafkamirror.
+CopiedRanges``). Consecutive pairs form ranges that map one to one; :class:`RealTimeWriter`
+drains them into :class:`BatchWritten` events for offset translation and offset syncs, like
+the batch writer's.
+
+Trade-offs, against micro-batch mode: one task slot per source partition for as long as the flow
+runs (tasks never end between records), and at-least-once: a crash or a stop re-sends what the
+interrupted real-time batch had written (at most one batch duration of records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.batch_writer import BatchWritten, PartitionCopy
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.offset_ranges import CopiedRange
+
+log = logging.getLogger(__name__)
+
+COPIED_RANGES_CLASS = "io.kafkamirror.CopiedRanges"
+
+
+def new_run_key(flow: FlowSpec) -> str:
+    """The interceptor's key for one query run of ``flow`` (a producer of its own)."""
+    return f"{flow.path_name}:{uuid.uuid4().hex}"
+
+
+def parse_ranges(flow: FlowSpec, assignment: Mapping[str, int], text: str
+                 ) -> list[PartitionCopy]:
+    """The interceptor's lines (target topic, partition, source start/end, target start/end,
+    exact) as copies of the flow's source partitions; lines of other topics are dropped."""
+    sources = {flow.target_topic(topic): topic for topic in assignment}
+    copies = []
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) != 7 or fields[0] not in sources:
+            continue
+        partition, source_start, source_end, target_start, target_end, exact = (
+            int(value) for value in fields[1:])
+        copies.append(PartitionCopy(
+            sources[fields[0]], partition, fields[0],
+            CopiedRange(source_start, source_end, target_start, target_end, exact == 1)))
+    return copies
+
+
+def task_slots_needed(flow: FlowSpec, assignment: Mapping[str, int], slots: int,
+                      taken: int) -> None:
+    """A real-time query runs one task per source partition for as long as it runs: fails
+    naming ``spark.master`` when the session has fewer free task slots than that."""
+    partitions = sum(assignment.values())
+    if partitions + taken > slots:
+        raise MirrorError(
+            f"flow {flow.name}: real-time mode needs one Spark task slot per source partition: "
+            f"{partitions} partitions, {slots - taken} of {slots} task slots free (other "
+            "real-time flows hold the rest); give Spark more slots (spark.master local[N] or "
+            "more executor cores) or use mirror.mode = micro-batch")
+
+
+class RealTimeWriter:
+    """Stands where a flow's :class:`BatchWriter` stands in micro-batch mode: the sink options
+    of one query run, and its :class:`BatchWritten` events, built from the ranges the
+    interceptor recorded (drained at every committed batch and on every tick)."""
+
+    realtime = True
+
+    def __init__(self, flow: FlowSpec, checkpoint: Path, sink_options: Mapping[str, str],
+                 run_key: str, assignment: Mapping[str, int]) -> None:
+        self.flow = flow
+        self.checkpoint = checkpoint
+        self.sink_options = dict(sink_options)
+        self.run_key = run_key
+        self.assignment = dict(assignment)
+        self.stopping = threading.Event()
+        self.refused = threading.Event()
+        self.writing = threading.Event()
+        self._lock = threading.Lock()
+        self._jvm: Any = None
+
+    def attach(self, spark: Any) -> None:
+        self._jvm = spark.sparkContext._jvm
+
+    def drain(self, batch_id: int = -1, records: int = 0, size: int = 0) -> BatchWritten | None:
+        """The ranges recorded since the last drain, as one event; None when there are none
+        (or the JVM does not answer: translation then stays where it was, never wrong)."""
+        if self._jvm is None:
+            return None
+        with self._lock:
+            try:
+                text = str(self._jvm.io.kafkamirror.CopiedRanges.drain(self.run_key))
+            except Exception as exc:
+                log.debug("flow %s: copied ranges not read (%s)", self.flow.name, exc)
+                return None
+        copies = parse_ranges(self.flow, self.assignment, text)
+        if not copies and not records:
+            return None
+        return BatchWritten(self.flow, batch_id, tuple(copies), records, size)
+
+    def completed(self, batch_id: int, records: int, size: int) -> BatchWritten | None:
+        """A real-time batch was committed: the ranges so far, with its counts."""
+        return self.drain(batch_id, records, size)
+
+    def forget(self) -> None:
+        """The run's query stopped: its producer's ranges are drained, then dropped."""
+        if self._jvm is not None:
+            with contextlib.suppress(Exception):
+                self._jvm.io.kafkamirror.CopiedRanges.forget(self.run_key)

@@ -33,7 +33,16 @@ from kafka_mirror.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
 
-COPIED_RANGES_CLASS = "io.kafkamirror.CopiedRanges"
+# What Spark logs (errors with stack traces) when a stop interrupts a real-time batch's tasks,
+# which wait in the source's poll: the deliberate stop silences them for a few seconds.
+_STOP_NOISE = (
+    "org.apache.spark.util.Utils",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.scheduler.DAGScheduler",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+)
+_STOP_NOISE_SECONDS = 5.0
 
 
 def new_run_key(flow: FlowSpec) -> str:
@@ -89,6 +98,8 @@ class RealTimeWriter:
         self.stopping = threading.Event()
         self.refused = threading.Event()
         self.writing = threading.Event()
+        # set when Spark committed a real-time batch (a stop waits for one: see end_of_batch)
+        self.batch_ended = threading.Event()
         self._lock = threading.Lock()
         self._jvm: Any = None
 
@@ -113,7 +124,41 @@ class RealTimeWriter:
 
     def completed(self, batch_id: int, records: int, size: int) -> BatchWritten | None:
         """A real-time batch was committed: the ranges so far, with its counts."""
+        self.batch_ended.set()
         return self.drain(batch_id, records, size)
+
+    def end_of_batch(self, timeout: float) -> bool:
+        """Waits until Spark commits the running real-time batch (at most ``timeout`` seconds):
+        a query stopped right then re-sends next time only what the next batch began to write,
+        instead of up to a whole batch duration of records."""
+        self.batch_ended.clear()
+        return self.batch_ended.wait(timeout)
+
+    def stop_quietly(self, query: Any) -> None:
+        """Stops the query; the interrupted tasks' errors are not logged (they are expected)."""
+        jvm = self._jvm
+        if jvm is None:
+            query.stop()
+            return
+        log4j = jvm.org.apache.logging.log4j
+        configurator = log4j.core.config.Configurator
+        levels = {}
+        try:
+            for name in _STOP_NOISE:
+                levels[name] = log4j.LogManager.getLogger(name).getLevel()
+                configurator.setLevel(name, log4j.Level.OFF)
+        except Exception as exc:
+            log.debug("Spark's stop messages not silenced (%s)", exc)
+        try:
+            query.stop()
+        finally:
+            def restore() -> None:
+                with contextlib.suppress(Exception):
+                    for name, level in levels.items():
+                        configurator.setLevel(name, level)
+            timer = threading.Timer(_STOP_NOISE_SECONDS, restore)
+            timer.daemon = True
+            timer.start()
 
     def forget(self) -> None:
         """The run's query stopped: its producer's ranges are drained, then dropped."""

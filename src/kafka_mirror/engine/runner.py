@@ -609,9 +609,15 @@ class FlowRunner:
         if query is None:
             return
         if isinstance(writer, RealTimeWriter):
-            # a real-time batch ends only at its duration: stopped now, its records since the
-            # last commit are read (and written) again on the next start
-            query.stop()
+            # a real-time batch ends only at its duration: the stop waits for the running one
+            # to be committed; past that, its records since the last commit are read (and
+            # written) again on the next start
+            if query.isActive and not writer.end_of_batch(
+                    self.flow.realtime_batch_ms / 1000.0 + STOP_GRACE_SECONDS):
+                log.warning("flow %s: the real-time batch did not end within its duration; "
+                            "stopping it (its records are written again on the next start)",
+                            self.flow.name)
+            writer.stop_quietly(query)
             self.drain_copies(writer)
             writer.forget()
             return

@@ -52,6 +52,8 @@ def realtime_master(conf: Mapping[str, str], partitions: int) -> dict[str, str]:
     with N at least :data:`REALTIME_LOCAL_SLOTS` and twice the partitions the flows start with
     (room for partitions added later). A master the user chose is left alone."""
     out = dict(conf)
+    # Spark turns adaptive execution off for real-time queries (with a warning per start)
+    out.setdefault("spark.sql.adaptive.enabled", "false")
     if out.get("spark.master") == DEFAULT_SPARK_CONF["spark.master"]:
         out["spark.master"] = f"local[{max(REALTIME_LOCAL_SLOTS, 2 * partitions)}]"
     return out

@@ -226,14 +226,22 @@ def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
     from kafka_mirror.offset_syncs import offset_syncs_location
 
     syncs = flow.syncs
+    if flow.realtime:
+        mode = (f"  mode: real-time (batches of {flow.realtime_batch_ms} ms, one Spark task slot "
+                "per source partition, at-least-once)")
+    else:
+        mode = "  mode: micro-batch" + (", exactly once on the target"
+                                        if flow.exactly_once_target else ", at-least-once")
     lines = [
+        mode,
         f"  topic configs: {'synced' if flow.sync_topic_configs else 'not synced'}"
         + (f" (excluding {','.join(flow.config_properties_exclude)})"
            if flow.config_properties_exclude else ""),
     ]
     if syncs.emit_offset_syncs:
         cluster, topic = offset_syncs_location(flow)
-        lines.append(f"  offset syncs: {topic} on {cluster.alias}, after every batch")
+        when = "about every second (acknowledged records)" if flow.realtime else "after every batch"
+        lines.append(f"  offset syncs: {topic} on {cluster.alias}, {when}")
     else:
         lines.append("  offset syncs: off (emit.offset-syncs.enabled=false)")
     groups = (f"groups {','.join(flow.group_filter.include)} excluding "

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from .common import (
     CONSUMER_TUNING,
     KM_AT_LEAST_ONCE,
     KM_METRICS,
+    KM_REALTIME,
     KM_STANDALONE,
     PRODUCER_TUNING,
     SOURCE_ALIAS,
@@ -49,6 +50,24 @@ def kafka_mirror_executable() -> list[str]:
         return [str(script)]
     found = shutil.which("kafka-mirror")
     return [found] if found else [sys.executable, "-m", "kafka_mirror.cli"]
+
+
+def realtime_settings(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The settings of the real-time kafka-mirror, refused unless kafka-mirror knows each key."""
+    from kafka_mirror.config.keys import FLOW_KEYS
+
+    def flow_key(key: str) -> str:  # "A->B.key" is the flow's own "key"
+        head, _, rest = key.partition(".")
+        return rest if "->" in head else key
+
+    unknown = [k for k, _ in settings if flow_key(k) not in FLOW_KEYS]
+    if unknown:
+        raise SystemExit(
+            f"--km-realtime: kafka-mirror does not know {', '.join(unknown)} (not in "
+            "kafka_mirror.config.keys.FLOW_KEYS): its real-time mode is not built yet (issue "
+            "#11), or has another key; give it with --km-realtime-setting KEY=VALUE"
+        )
+    return dict(settings)
 
 
 def kafka_mirror_config(
@@ -184,6 +203,7 @@ def run_kafka_mirror(
     exactly_once: bool = True,
     standalone: SparkStandalone | None = None,
     consumer_extra: Mapping[str, str] | None = None,
+    realtime: Mapping[str, str] | None = None,
 ) -> MirrorResult:
     """One kafka-mirror run; ``metrics`` turns its metrics endpoint on (scraped),
     ``exactly_once=False`` sets ``mirror.exactly.once.target = false`` (at-least-once), and
@@ -194,6 +214,8 @@ def run_kafka_mirror(
     )
     if not exactly_once:
         props["mirror.exactly.once.target"] = "false"
+    if realtime is not None:
+        props.update(realtime)
     scraper: MetricsScraper | None = None
     if metrics:
         port = free_port()
@@ -215,6 +237,7 @@ def run_kafka_mirror(
         scraper.start()
     try:
         label = (KM_STANDALONE if standalone is not None else KM_METRICS if metrics
+                 else KM_REALTIME if realtime is not None
                  else NAME if exactly_once else KM_AT_LEAST_ONCE)
         result = measure(
             label,

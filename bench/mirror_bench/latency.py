@@ -40,6 +40,7 @@ from . import km_driver, mm2_driver
 from .clusters import admin_client, start_clusters, stop_clusters
 from .common import (
     CONSUMER_TUNING,
+    KM_REALTIME,
     LATENCY_CONSUMER_TUNING,
     LATENCY_PRODUCER_TUNING,
     PRODUCER_TUNING,
@@ -55,7 +56,6 @@ from .workload import Workload, fixed_rate_producer
 ADDED_TOPIC = f"{SOURCE_TOPIC}-added"
 TOPICS_REGEX = f"{SOURCE_TOPIC}.*"
 NO_MIRROR = "no mirror (source)"
-KM_REALTIME = "kafka-mirror, real-time"
 WARMUP_PHASE = 0
 CHANGE_TOPIC_MAIN, CHANGE_TOPIC_NEW, CHANGE_PARTS_MAIN, CHANGE_PARTS_NEW = 101, 102, 103, 104
 EXTRA_RATE = 100.0  # records/s into the added topic or partitions
@@ -170,24 +170,6 @@ class Mirror:
     results: dict[str, Any] = field(default_factory=dict)
 
 
-def realtime_settings(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """The settings of the real-time kafka-mirror, refused unless kafka-mirror knows each key."""
-    from kafka_mirror.config.keys import FLOW_KEYS
-
-    def flow_key(key: str) -> str:  # "A->B.key" is the flow's own "key"
-        head, _, rest = key.partition(".")
-        return rest if "->" in head else key
-
-    unknown = [k for k, _ in settings if flow_key(k) not in FLOW_KEYS]
-    if unknown:
-        raise SystemExit(
-            f"--km-realtime: kafka-mirror does not know {', '.join(unknown)} (not in "
-            "kafka_mirror.config.keys.FLOW_KEYS): its real-time mode is not built yet (issue "
-            "#11), or has another key; give it with --km-realtime-setting KEY=VALUE"
-        )
-    return dict(settings)
-
-
 def _offsets(admin: Any, topic: str, partitions: Sequence[int]) -> dict[int, int]:
     """End offsets of the partitions that exist (missing topic or partition: left out).
 
@@ -269,7 +251,7 @@ def _phase_total(counts: dict[tuple[int, str, int], int], phase: int) -> int:
 def run_latency(ns: argparse.Namespace, command: str) -> dict[str, Any]:
     rates: list[float] = ns.rates
     partitions: int = ns.partitions
-    realtime = realtime_settings(ns.km_realtime_setting) if ns.km_realtime else None
+    realtime = km_driver.realtime_settings(ns.km_realtime_setting) if ns.km_realtime else None
     workdir: Path = (
         ns.workdir.resolve() if ns.workdir else Path(tempfile.mkdtemp(prefix="mirror-bench-"))
     )

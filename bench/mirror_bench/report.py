@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import libversion
 
-from .common import KM_AT_LEAST_ONCE, KM_METRICS, KM_STANDALONE, MB
+from .common import KM_AT_LEAST_ONCE, KM_METRICS, KM_REALTIME, KM_STANDALONE, MB
 from .measures import MirrorResult
 from .workload import ProduceResult, Workload
 
@@ -60,6 +60,7 @@ def render_table(
             (KM_METRICS, "metrics on", "on/off"),
             (KM_AT_LEAST_ONCE, "EO off", "off/on"),
             (KM_STANDALONE, "standalone", "st/local"),
+            (KM_REALTIME, "real-time", "rt/mb"),
         )
         if (runs := [r for r in results if r.name == name])
     ]

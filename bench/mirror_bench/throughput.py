@@ -16,7 +16,7 @@ from kafka_mirror.testing.localcluster import LocalKafkaCluster
 
 from .clusters import start_clusters, stop_clusters
 from .common import CEILING_TOPIC, SOURCE_TOPIC
-from .km_driver import run_kafka_mirror
+from .km_driver import realtime_settings, run_kafka_mirror
 from .measures import MirrorResult
 from .mm2_driver import run_mm2
 from .report import machine_info, render_table
@@ -96,6 +96,8 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
             mirrors.append("kafka-mirror-at-least-once")
         if ns.km_standalone and ns.only != "mm2":
             mirrors.append("kafka-mirror-standalone")
+        if ns.km_realtime and ns.only != "mm2":
+            mirrors.append("kafka-mirror-realtime")
         for round_no in range(1, ns.rounds + 1):
             # Alternate the order between rounds, so neither always runs first.
             order = mirrors if round_no % 2 else list(reversed(mirrors))
@@ -128,6 +130,7 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                            "kafka-mirror-at-least-once": ", mirror.exactly.once.target = false)",
                            "kafka-mirror-standalone": f", Spark standalone, {ns.km_standalone} "
                                                       "workers of 1 core)",
+                           "kafka-mirror-realtime": ", real-time mode)",
                            }.get(kind, ")"),
                         flush=True,
                     )
@@ -153,6 +156,8 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                             exactly_once=kind != "kafka-mirror-at-least-once",
                             standalone=standalone,
                             consumer_extra=dict(ns.km_consumer),
+                            realtime=realtime_settings(ns.km_realtime_setting)
+                            if kind == "kafka-mirror-realtime" else None,
                         )
                     finally:
                         if standalone is not None:

@@ -46,6 +46,23 @@ def test_documented_commands_parse() -> None:
         parser.parse_args(args)
 
 
+def test_realtime_settings_are_keys_kafka_mirror_knows() -> None:
+    """``--km-realtime``'s default settings pass the check against kafka-mirror's keys (a renamed
+    key would make every ``--km-realtime`` run refuse to start)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from mirror_bench.cli import build_parser
+        from mirror_bench.km_driver import realtime_settings
+    finally:
+        sys.path.remove(str(BENCH))
+    ns = build_parser().parse_args(["--latency", "--km-realtime"])
+    assert ns.km_realtime_setting is None  # main() fills in the default below
+    assert realtime_settings([("mirror.mode", "realtime")]) == {"mirror.mode": "realtime"}
+    assert realtime_settings([("A->B.mirror.realtime.batch.duration.ms", "30000")])
+    with pytest.raises(SystemExit, match=r"mirror\.nope"):
+        realtime_settings([("mirror.nope", "1")])
+
+
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_benchmark_smoke_run(tmp_path: Path) -> None:

@@ -389,6 +389,10 @@ class FlowRunner:
         self.started_largest_batch = self.largest_batch
         self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
                                  with_latency=self.metrics is not None)
+        for dropped in list(self.writers.values())[:-2]:
+            if isinstance(dropped, RealTimeWriter):
+                # acknowledgements that reached an old run's producer after its stop
+                dropped.forget()
         self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
         self.writers[str(self.query.runId)] = writer
         log.info(

@@ -86,8 +86,6 @@ class RealTimeWriter:
     of one query run, and its :class:`BatchWritten` events, built from the ranges the
     interceptor recorded (drained at every committed batch and on every tick)."""
 
-    realtime = True
-
     def __init__(self, flow: FlowSpec, checkpoint: Path, sink_options: Mapping[str, str],
                  run_key: str, assignment: Mapping[str, int]) -> None:
         self.flow = flow

@@ -46,51 +46,72 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
   @Override
   public ProducerRecord<byte[], byte[]> onSend(ProducerRecord<byte[], byte[]> record) {
     try {
-      return restore(record, run);
+      Long offset = record == null ? null : lastHeaderNumber(record, OFFSET_HEADER);
+      if (offset == null) {
+        return restore(record);
+      }
+      ProducerRecord<byte[], byte[]> restored = restore(withoutLastHeader(record));
+      String copies = run;
+      if (copies != null && restored.partition() != null) {
+        CopiedRanges.tracker(copies, restored.topic(), restored.partition()).sent(offset);
+      }
+      return restored;
     } catch (RuntimeException e) {
       // An interceptor must never break the producer; fall back to the record as given.
       return record;
     }
   }
 
-  /**
-   * The record without the trailing marker headers (the offset marker, then the timestamp
-   * marker before it), in one pass; its timestamp from the timestamp marker. With {@code copies}
-   * (a query run) the source offset is handed to {@link CopiedRanges}.
-   */
-  static ProducerRecord<byte[], byte[]> restore(ProducerRecord<byte[], byte[]> record,
-      String copies) {
-    if (record == null || record.headers() == null) {
+  static ProducerRecord<byte[], byte[]> restore(ProducerRecord<byte[], byte[]> record) {
+    if (record == null) {
+      return null;
+    }
+    Headers headers = record.headers();
+    if (headers == null) {
       return record;
     }
-    Header[] all = record.headers().toArray();
-    int end = all.length;
-    Long offset = null;
-    if (end > 0 && isMarker(all[end - 1], OFFSET_HEADER)) {
-      offset = parseTimestamp(all[end - 1].value());
-      end--;
-    }
-    boolean timestamped = end > 0 && isMarker(all[end - 1], TIMESTAMP_HEADER);
-    if (!timestamped && end == all.length) {
+    Header[] all = headers.toArray();
+    if (all.length == 0) {
       return record;
     }
-    Long timestamp = timestamped ? parseTimestamp(all[end - 1].value()) : record.timestamp();
-    if (timestamped) {
-      end--;
+    Header last = all[all.length - 1];
+    if (last == null || !TIMESTAMP_HEADER.equals(last.key())) {
+      return record;
     }
     RecordHeaders kept = new RecordHeaders();
-    for (int i = 0; i < end; i++) {
+    for (int i = 0; i < all.length - 1; i++) {
       kept.add(all[i]);
     }
-    if (copies != null && offset != null && record.partition() != null) {
-      CopiedRanges.tracker(copies, record.topic(), record.partition()).sent(offset);
-    }
     return new ProducerRecord<>(
-        record.topic(), record.partition(), timestamp, record.key(), record.value(), kept);
+        record.topic(),
+        record.partition(),
+        parseTimestamp(last.value()),
+        record.key(),
+        record.value(),
+        kept);
   }
 
-  private static boolean isMarker(Header header, String key) {
-    return header != null && key.equals(header.key());
+  /** The value of the record's last header when it has that key and a number; else null. */
+  static Long lastHeaderNumber(ProducerRecord<byte[], byte[]> record, String key) {
+    Headers headers = record.headers();
+    if (headers == null) {
+      return null;
+    }
+    Header last = null;
+    for (Header header : headers) {
+      last = header;
+    }
+    return last != null && key.equals(last.key()) ? parseTimestamp(last.value()) : null;
+  }
+
+  static ProducerRecord<byte[], byte[]> withoutLastHeader(ProducerRecord<byte[], byte[]> record) {
+    Header[] all = record.headers().toArray();
+    RecordHeaders kept = new RecordHeaders();
+    for (int i = 0; i < all.length - 1; i++) {
+      kept.add(all[i]);
+    }
+    return new ProducerRecord<>(record.topic(), record.partition(), record.timestamp(),
+        record.key(), record.value(), kept);
   }
 
   /** Parses a non-negative ASCII decimal epoch-millis value; {@code null} if absent or invalid. */

@@ -127,9 +127,20 @@ class ClusterAdmin:
         self, partitions: list[tuple[str, int]], timeout: float = 30.0
     ) -> dict[tuple[str, int], int]:
         """The first offset each partition still holds (retention and deleted records move it)."""
+        return self._list_offsets(partitions, OffsetSpec.earliest(), timeout)
+
+    def end_offsets(
+        self, partitions: list[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], int]:
+        """The offset the next record of each partition will get."""
+        return self._list_offsets(partitions, OffsetSpec.latest(), timeout)
+
+    def _list_offsets(
+        self, partitions: list[tuple[str, int]], spec: OffsetSpec, timeout: float
+    ) -> dict[tuple[str, int], int]:
         if not partitions:
             return {}
-        request = {TopicPartition(t, p): OffsetSpec.earliest() for t, p in partitions}
+        request = {TopicPartition(t, p): spec for t, p in partitions}
         futures = self.client.list_offsets(request, request_timeout=timeout)
         return {
             (tp.topic, tp.partition): int(future.result(timeout=timeout).offset)

@@ -2,7 +2,8 @@
 
 Spark keeps its positions in the checkpoint and never commits them to Kafka, so standard lag
 tools (``kafka-consumer-groups --describe``, Burrow, exporters) could not see how far behind
-the mirror is. After committed batches the positions are committed to the flow's lag group
+the mirror is. After committed batches (in real-time mode: as the target acknowledges records) the
+positions are committed to the flow's lag group
 (``mirror.lag.group.id``, default ``kafka-mirror.<source>_to_<target>``): informational only;
 the mirror never reads them back.
 """
@@ -19,6 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka_mirror.clients import consumer_properties, librdkafka_config
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batches import BatchCommitted
+from kafka_mirror.engine.positions import Positions
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +48,22 @@ class LagCommitter:
 
     def on_batch(self, event: BatchCommitted) -> None:
         flow = event.flow
-        if not flow.lag_group_id:
+        if not flow.lag_group_id or flow.realtime:  # real-time: advance() follows the acks
             return
         with self._lock:
             self._flows[flow.name] = flow
             if event.moved:
                 self._pending[flow.name] = event.source_end
         self.flush_due()
+
+    def advance(self, flow: FlowSpec, positions: Positions) -> None:
+        """Real-time mode: the positions after the records the target acknowledged (committed
+        at the next due flush)."""
+        if not flow.lag_group_id:
+            return
+        with self._lock:
+            self._flows[flow.name] = flow
+            self._pending[flow.name] = dict(positions)
 
     def flush_due(self) -> None:
         """Commit each flow's newest positions once its interval has passed (also called

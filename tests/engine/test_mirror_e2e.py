@@ -70,10 +70,12 @@ def _mirror_has(destination: LocalKafkaCluster, target: str, expected: dict[int,
     return all(ends.get(p, -1) >= n for p, n in expected.items())
 
 
-# Spark's real-time mode (mirror.mode = realtime) holds a task slot per source partition
+# Spark's real-time mode (mirror.mode = realtime) holds a task slot per source partition; its
+# batches here outlast every step of the tests: stops and topic changes must not wait for a
+# batch's end, nor write a record twice, and the lag group must move between batch ends
 MODES = {
     "micro-batch": "",
-    "realtime": "mirror.mode = realtime\nmirror.realtime.batch.duration.ms = 5000\n"
+    "realtime": "mirror.mode = realtime\nmirror.realtime.batch.duration.ms = 120000\n"
                 "spark.master = local[24]\n",
 }
 
@@ -106,6 +108,12 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
                  "topic a mirrored", mirror)
         wait_for(lambda: _mirror_has(destination_cluster, f"source.{prefix}-b",
                                      {0: 150, 1: 151}), 60, "topic b mirrored", mirror)
+        if mode == "realtime":
+            wait_for(lambda: committed_offsets(
+                source_cluster, "kafka-mirror.source_to_destination",
+                [(f"{prefix}-a", p) for p in range(4)]) == {(f"{prefix}-a", p): 500
+                                                            for p in range(4)},
+                     60, "the lag group at the source's end", mirror)
         _same(source_cluster, destination_cluster, f"{prefix}-a", f"source.{prefix}-a")
         _same(source_cluster, destination_cluster, f"{prefix}-b", f"source.{prefix}-b")
         # same partition count and the synced config; as in MirrorMaker 2 4.x, a user topic

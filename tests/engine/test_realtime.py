@@ -1,12 +1,19 @@
-"""Real-time mode's parts that need no cluster: the interceptor's ranges as copies, the task
-slots a real-time flow holds, the session's master and the sink options of a run."""
+"""Real-time mode's parts that need no cluster: the interceptor's ranges as copies, the
+positions acknowledged records give, the task slots a real-time flow holds, the session's
+master and the sink options and producer defaults of a run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from kafka_mirror.clients import COPIES_RUN_CONFIG, spark_sink_options
+from kafka_mirror.clients import COPIES_RUN_CONFIG, producer_properties, spark_sink_options
 from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.acked_positions import AckedPositions
+from kafka_mirror.engine.batch_writer import BatchWritten
+from kafka_mirror.engine.positions import Positions
 from kafka_mirror.engine.realtime import new_run_key, parse_ranges, task_slots_needed
 from kafka_mirror.engine.session import DEFAULT_SPARK_CONF, realtime_master
 from kafka_mirror.errors import MirrorError
@@ -53,3 +60,64 @@ def test_each_run_has_its_own_producer() -> None:
     options = spark_sink_options(FLOW, copies_run=first)
     assert options[f"kafka.{COPIES_RUN_CONFIG}"] == first
     assert f"kafka.{COPIES_RUN_CONFIG}" not in spark_sink_options(FLOW)
+
+
+def _written(*ranges: tuple[str, int, int, int]) -> BatchWritten:
+    """(source topic, partition, source start, source end) copies of FLOW."""
+    return BatchWritten(FLOW, -1, tuple(
+        parse_ranges(FLOW, {topic: partition + 1},
+                     f"A.{topic}\t{partition}\t{start}\t{end}\t0\t{end - start}\t1\n")[0]
+        for topic, partition, start, end in ranges), 0, 0)
+
+
+def test_acknowledged_positions_move_forward_only_and_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "acked-positions.json"
+    moves: list[Positions] = []
+
+    def moved(flow: FlowSpec, positions: Positions) -> None:
+        moves.append(positions)
+
+    acked = AckedPositions(path, moved)
+    acked.on_written(_written(("orders", 0, 0, 100), ("orders", 1, 5, 7)))
+    # a stopped run's late acknowledgement of records the next run wrote again
+    acked.on_written(_written(("orders", 0, 40, 60)))
+    assert acked.positions() == {("orders", 0): 100, ("orders", 1): 7}
+    assert moves == [{("orders", 0): 100, ("orders", 1): 7}]  # the second moved nothing
+    # a crash: the next process reads the file
+    again = AckedPositions(path)
+    assert again.positions() == {("orders", 0): 100, ("orders", 1): 7}
+    # the last committed batch wins where it is further, each partition on its own
+    assert again.resume({("orders", 0): 80, ("orders", 1): 9, ("audit", 0): 3}) == {
+        ("orders", 0): 100, ("orders", 1): 9, ("audit", 0): 3}
+    assert again.resume(None) == {("orders", 0): 100, ("orders", 1): 7}
+    # a run starts: where it starts is saved, behind positions stay
+    again.seed({("orders", 0): 50, ("audit", 1): 7})
+    assert AckedPositions(path).positions() == {
+        ("orders", 0): 100, ("orders", 1): 7, ("audit", 1): 7}
+    again.drop_topic("audit")
+    # a topic deleted and created again starts over; micro-batch mode clears the file
+    again.drop_topic("orders")
+    assert again.resume(None) is None and not path.exists()
+    again.on_written(_written(("audit", 0, 0, 1)))
+    again.clear()
+    assert not path.exists() and AckedPositions(path).positions() == {}
+
+
+def test_realtime_producer_lingers_like_kafkas_default_unless_set() -> None:
+    assert producer_properties(FLOW)["linger.ms"] == "5"
+    micro_batch = mm2_from_text("""
+clusters = A, B
+A.bootstrap.servers = a1:9092
+B.bootstrap.servers = b1:9092
+A->B.enabled = true
+""").flows[0]
+    assert producer_properties(micro_batch)["linger.ms"] == "20"
+    tuned = mm2_from_text("""
+clusters = A, B
+A.bootstrap.servers = a1:9092
+B.bootstrap.servers = b1:9092
+A->B.enabled = true
+mirror.mode = realtime
+B.producer.linger.ms = 50
+""").flows[0]
+    assert producer_properties(tuned)["linger.ms"] == "50"

@@ -11,9 +11,12 @@ CopiedRanges``). Consecutive pairs form ranges that map one to one; :class:`Real
 drains them into :class:`BatchWritten` events for offset translation and offset syncs, like
 the batch writer's.
 
+The ranges also say where a run may resume: after the last record the target acknowledged
+(:mod:`kafka_mirror.engine.acked_positions`), not at the last batch Spark committed.
+
 Trade-offs, against micro-batch mode: one task slot per source partition for as long as the flow
-runs (tasks never end between records), and at-least-once: a crash or a stop re-sends what the
-interrupted real-time batch had written (at most one batch duration of records).
+runs (tasks never end between records), and at-least-once: a crash (``kill -9``) re-sends the
+records acknowledged since the last drain (about a second's worth); a stop re-sends none.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -96,8 +100,6 @@ class RealTimeWriter:
         self.stopping = threading.Event()
         self.refused = threading.Event()
         self.writing = threading.Event()
-        # set when Spark committed a real-time batch (a stop waits for one: see end_of_batch)
-        self.batch_ended = threading.Event()
         self._lock = threading.Lock()
         self._jvm: Any = None
 
@@ -122,15 +124,27 @@ class RealTimeWriter:
 
     def completed(self, batch_id: int, records: int, size: int) -> BatchWritten | None:
         """A real-time batch was committed: the ranges so far, with its counts."""
-        self.batch_ended.set()
         return self.drain(batch_id, records, size)
 
-    def end_of_batch(self, timeout: float) -> bool:
-        """Waits until Spark commits the running real-time batch (at most ``timeout`` seconds):
-        a query stopped right then re-sends next time only what the next batch began to write,
-        instead of up to a whole batch duration of records."""
-        self.batch_ended.clear()
-        return self.batch_ended.wait(timeout)
+    def settle(self, timeout: float) -> bool:
+        """After the query stopped: waits (at most ``timeout`` seconds) until the target
+        acknowledged or failed every record the run's producer had sent in this JVM, so the
+        last drain holds them all. Executors in other JVMs are not waited for (their
+        unreported records are written again on the next start)."""
+        if self._jvm is None:
+            return True
+        ranges = self._jvm.io.kafkamirror.CopiedRanges
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if int(ranges.pending(self.run_key)) == 0:
+                    return True
+            except Exception as exc:
+                log.debug("flow %s: records in flight not read (%s)", self.flow.name, exc)
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
 
     def stop_quietly(self, query: Any) -> None:
         """Stops the query; the interrupted tasks' errors are not logged (they are expected)."""

@@ -24,6 +24,8 @@ from kafka_mirror.clients import (
     user_set_producer_key,
 )
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
+from kafka_mirror.engine.acked_positions import FILE as ACKED_FILE
+from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.batch_writer import (
     BatchWriter,
     BatchWritten,
@@ -206,6 +208,10 @@ class FlowRunner:
         self.hooks: list[WriteHook] = [RangeKeeper(self.ranges)]
         if self.offset_syncs is not None:
             self.hooks.append(self.offset_syncs)
+        # real-time mode resumes after the last record the target acknowledged
+        self.acked = AckedPositions(self.state.flow_dir / ACKED_FILE)
+        if flow.realtime:
+            self.hooks.append(self.acked)
         self.target_ends = (
             TargetEnds(self.state.flow_dir / TARGET_ENDS_FILE)
             if flow.exactly_once_target and _keeps_prefix(flow) else None
@@ -268,11 +274,14 @@ class FlowRunner:
         its start, and the old one's offset translation is forgotten)."""
         last = self.state.last_committed()
         if last is None:
-            return None
+            # a real-time run cut before its first batch ended resumes where it started,
+            # moved on by what it copied
+            return self.acked.resume(None) if self.flow.realtime else None
         known, known_ids = last
         recreated = recreated_topics(known_ids, self.topic_ids)
         for topic, (old, new) in recreated.items():
             self.ranges.drop_topic(topic)
+            self.acked.drop_topic(topic)
             if self.target_ends is not None:
                 self.target_ends.drop_topic(topic)
             if (topic, new) not in self._reported_ids:
@@ -284,7 +293,8 @@ class FlowRunner:
                 )
         if recreated:
             self.save_ranges()
-        return {tp: offset for tp, offset in known.items() if tp[0] not in recreated}
+        known = {tp: offset for tp, offset in known.items() if tp[0] not in recreated}
+        return self.acked.resume(known) if self.flow.realtime else known
 
     def follow(self, spark: Any, assignment: dict[str, int]) -> None:
         """(Re)start the query when the partitions to mirror changed."""
@@ -359,6 +369,8 @@ class FlowRunner:
                 raise SkipNotKnown(
                     f"what the target already holds of the batch cut short was not determined "
                     f"({_first_line(str(exc))}); not restarting yet") from exc
+        if self.flow.realtime:
+            known = self._realtime_start(known, assignment)
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
         if self.flow.realtime:
             taken = sum(peer.realtime_partitions for peer in self.peers.values()
@@ -379,6 +391,7 @@ class FlowRunner:
             )
             writer.attach(spark)
         else:
+            self.acked.clear()  # micro-batch positions are the committed batches'
             writer = BatchWriter(
                 self.flow, checkpoint,
                 spark_sink_options(self.flow, self.largest_batch,
@@ -402,6 +415,18 @@ class FlowRunner:
             sum(assignment.values()),
             checkpoint,
         )
+
+    def _realtime_start(self, known: Positions | None, assignment: dict[str, int]
+                        ) -> Positions | None:
+        """Real-time mode: where the run starts is saved before it starts (a run cut before
+        Spark committed a batch resumes there, moved on by what it copied); a first run from
+        the latest offsets reads them now, for the same reason."""
+        if known is None and self.flow.starting_offsets == "latest":
+            known = self.source.end_offsets(
+                [(topic, p) for topic, count in sorted(assignment.items()) for p in range(count)])
+        if known:
+            self.acked.seed(known)
+        return known
 
     def _skip_written(self, spark: Any, known: Positions, assignment: dict[str, int]
                       ) -> Positions:
@@ -613,15 +638,14 @@ class FlowRunner:
         if query is None:
             return
         if isinstance(writer, RealTimeWriter):
-            # a real-time batch ends only at its duration: the stop waits for the running one
-            # to be committed; past that, its records since the last commit are read (and
-            # written) again on the next start
-            if query.isActive and not writer.end_of_batch(
-                    self.flow.realtime_batch_ms / 1000.0 + STOP_GRACE_SECONDS):
-                log.warning("flow %s: the real-time batch did not end within its duration; "
-                            "stopping it (its records are written again on the next start)",
-                            self.flow.name)
+            # no wait for the real-time batch's end: the next run resumes after the last
+            # record the target acknowledged (AckedPositions), once the stopped query's
+            # producer delivered what it had sent
             writer.stop_quietly(query)
+            if not writer.settle(STOP_GRACE_SECONDS):
+                log.warning("flow %s: records sent before the stop were not acknowledged within "
+                            "%.0f s; they are written again on the next start", self.flow.name,
+                            STOP_GRACE_SECONDS)
             self.drain_copies(writer)
             writer.forget()
             return
@@ -836,6 +860,8 @@ class Mirror:
             raise
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0).start()
+        for runner in runners.values():
+            runner.acked.moved = lag.advance
         hooks: list[BatchHook] = [ProgressReporter(), lag]
         if self.metrics is not None:
             hooks.append(self.metrics)

@@ -119,6 +119,10 @@ public final class CopiedRanges {
       }
     }
 
+    synchronized int waiting() {
+      return waiting.size();
+    }
+
     /** The ranges so far, the open one included (the next record continuing it starts a range
      * that continues this one seamlessly). */
     synchronized List<long[]> drain() {
@@ -151,6 +155,22 @@ public final class CopiedRanges {
       }
     }
     return out.toString();
+  }
+
+  /**
+   * Records of {@code run} sent in this JVM that the target has neither acknowledged nor failed
+   * yet (a partition that failed a send counts none). A stopped query's producer still delivers
+   * them: the driver waits for 0 before its last drain.
+   */
+  public static int pending(String run) {
+    int count = 0;
+    ConcurrentHashMap<String, Tracker> trackers = RUNS.get(run);
+    if (trackers != null) {
+      for (Tracker tracker : trackers.values()) {
+        count += tracker.waiting();
+      }
+    }
+    return count;
   }
 
   /** Forgets a run (its query stopped and its ranges were drained). */

@@ -106,6 +106,26 @@ class CopiedRangesTest {
   }
 
   @Test
+  void pendingCountsRecordsSentAndNotYetAcknowledged() {
+    TimestampRestoringInterceptor interceptor = interceptor("pending");
+    assertEquals(0, CopiedRanges.pending("pending"));
+    send(interceptor, 0, 0);
+    send(interceptor, 0, 1);
+    send(interceptor, 1, 0);
+    assertEquals(3, CopiedRanges.pending("pending"));
+    ack(interceptor, 0, 0, null);
+    ack(interceptor, 1, 0, null);
+    assertEquals(1, CopiedRanges.pending("pending"));
+    ack(interceptor, 0, 1, null);
+    assertEquals(0, CopiedRanges.pending("pending"));
+    send(interceptor, 1, 1);
+    ack(interceptor, 1, -1, new RuntimeException("refused"));
+    send(interceptor, 1, 2);
+    assertEquals(0, CopiedRanges.pending("pending"));
+    CopiedRanges.forget("pending");
+  }
+
+  @Test
   void manyRangesMergeOldestIntoOneThatDoesNotMapOneToOne() {
     CopiedRanges.Tracker tracker = CopiedRanges.tracker("many", "t", 0);
     for (int i = 0; i < CopiedRanges.MAX_RANGES + 2; i++) {

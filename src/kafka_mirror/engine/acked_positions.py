@@ -1,0 +1,113 @@
+"""Real-time mode's positions: where each source partition's acknowledged records end.
+
+A real-time batch lasts ``mirror.realtime.batch.duration.ms``, and Spark commits its positions
+only at its end. The interceptor, though, reports every record the target acknowledged
+(:mod:`kafka_mirror.engine.realtime`), and a query run reads each partition in order from where
+it started: the end of the newest range a run reported is a position every record before which
+is on the target (acks=all). These positions are saved at every drain (about once a second), so
+
+- a stop (SIGTERM, a topic change) need not wait for the batch's end: the query stops, its
+  producer delivers what it had sent, and the next run resumes after the last acknowledged
+  record (nothing is written twice);
+- after a crash (``kill -9``) at most the records acknowledged since the last save are written
+  again, not a whole batch duration;
+- the lag group moves with the acknowledged records, not only at batch ends.
+
+The file is real-time mode's only: a micro-batch run clears it (its exactly-once restart
+measures the target around its own committed batches).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.engine.batch_writer import BatchWritten
+from kafka_mirror.engine.positions import Positions
+
+FILE = "acked-positions.json"
+
+
+class AckedPositions:
+    """Per source partition, the offset after the last record the target acknowledged (or where
+    the run started, when it has copied nothing there yet); a write hook (real-time flows only),
+    saved atomically whenever it moved."""
+
+    def __init__(self, path: Path,
+                 moved: Callable[[FlowSpec, Positions], None] | None = None) -> None:
+        self.path = path
+        # called with the flow's positions whenever they moved (the lag group follows them)
+        self.moved = moved
+        self._lock = threading.Lock()
+        self._positions: Positions = {}
+        if path.is_file():
+            for entry in json.loads(path.read_text(encoding="utf-8")):
+                self._positions[(entry["topic"], int(entry["partition"]))] = int(entry["offset"])
+
+    def positions(self) -> Positions:
+        with self._lock:
+            return dict(self._positions)
+
+    def on_written(self, event: BatchWritten) -> None:
+        with self._lock:
+            changed = False
+            for copy in event.copies:
+                key = (copy.topic, copy.partition)
+                if copy.copied.source_end > self._positions.get(key, -1):
+                    self._positions[key] = copy.copied.source_end
+                    changed = True
+            if changed:
+                self._save()
+            positions = dict(self._positions)
+        if changed and self.moved is not None:
+            self.moved(event.flow, positions)
+
+    def seed(self, start: Positions) -> None:
+        """A run starts at ``start``: partitions move there where they are behind."""
+        with self._lock:
+            changed = False
+            for key, offset in start.items():
+                if offset > self._positions.get(key, -1):
+                    self._positions[key] = offset
+                    changed = True
+            if changed:
+                self._save()
+
+    def resume(self, known: Positions | None) -> Positions | None:
+        """``known`` (the last committed batch's positions), each partition moved on to the
+        acknowledged position when that is further; the acknowledged ones alone when there is
+        no committed batch yet (None when neither exists)."""
+        with self._lock:
+            if known is None and not self._positions:
+                return None
+            merged = dict(known or {})
+            for key, offset in self._positions.items():
+                merged[key] = max(offset, merged.get(key, -1))
+            return merged
+
+    def drop_topic(self, topic: str) -> None:
+        """A source topic was deleted and created again: its old positions mean nothing."""
+        with self._lock:
+            for key in [k for k in self._positions if k[0] == topic]:
+                del self._positions[key]
+            self._save()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._positions.clear()
+            self.path.unlink(missing_ok=True)
+
+    def _save(self) -> None:
+        if not self._positions:
+            self.path.unlink(missing_ok=True)
+            return
+        data = [{"topic": t, "partition": p, "offset": o}
+                for (t, p), o in sorted(self._positions.items())]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, self.path)

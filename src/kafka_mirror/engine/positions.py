@@ -119,6 +119,11 @@ class FlowState:
                 return positions, topic_ids(gen)
         return None
 
+    def newest_topic_ids(self) -> dict[str, str]:
+        """The source topic IDs the newest generation (committed or not) started with."""
+        gens = _generations(self.flow_dir)
+        return topic_ids(gens[-1][1]) if gens else {}
+
     def last_positions(self) -> Positions | None:
         last = self.last_committed()
         return None if last is None else last[0]

@@ -269,15 +269,27 @@ class FlowRunner:
         return ids
 
     def resume_positions(self) -> Positions | None:
-        """Where the flow resumes: the positions of its last committed batch, less those of
-        source topics deleted and created again since (their new incarnation is mirrored from
-        its start, and the old one's offset translation is forgotten)."""
+        """Where the flow resumes: the positions of its last committed batch (in real-time
+        mode, moved on to the acknowledged records), less those of source topics deleted and
+        created again since (their new incarnation is mirrored from its start, and the old
+        one's offset translation is forgotten)."""
+        if self.flow.realtime:
+            # the newest run may have committed no batch: its acknowledged positions too
+            # belong to the topic IDs it started with
+            self._forget_recreated(self.state.newest_topic_ids())
         last = self.state.last_committed()
         if last is None:
             # a real-time run cut before its first batch ended resumes where it started,
             # moved on by what it copied
             return self.acked.resume(None) if self.flow.realtime else None
         known, known_ids = last
+        recreated = self._forget_recreated(known_ids)
+        known = {tp: offset for tp, offset in known.items() if tp[0] not in recreated}
+        return self.acked.resume(known) if self.flow.realtime else known
+
+    def _forget_recreated(self, known_ids: Mapping[str, str]) -> set[str]:
+        """The source topics whose ID is no longer one of ``known_ids``: their positions and
+        offset translation are dropped (reported once per new topic ID)."""
         recreated = recreated_topics(known_ids, self.topic_ids)
         for topic, (old, new) in recreated.items():
             self.ranges.drop_topic(topic)
@@ -293,8 +305,7 @@ class FlowRunner:
                 )
         if recreated:
             self.save_ranges()
-        known = {tp: offset for tp, offset in known.items() if tp[0] not in recreated}
-        return self.acked.resume(known) if self.flow.realtime else known
+        return set(recreated)
 
     def follow(self, spark: Any, assignment: dict[str, int]) -> None:
         """(Re)start the query when the partitions to mirror changed."""

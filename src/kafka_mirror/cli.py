@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import json
 import logging
 import signal
@@ -344,6 +346,10 @@ def _status(ns: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    # a native library's crash (SIGSEGV, SIGABRT) leaves every thread's Python stack on stderr
+    if not faulthandler.is_enabled():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            faulthandler.enable()
     setup_logging(ns.log_level)
     try:
         if ns.command == "run":

@@ -23,11 +23,12 @@ do not.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from kafka_mirror.state_files import write_json
 
 # per partition; beyond this the two oldest ranges are merged into one that does not map one
 # to one (still never skips: it translates to the older one's start), so memory stays bounded
@@ -141,10 +142,7 @@ class OffsetRanges:
             {"topic": topic, "partition": partition, "ranges": [asdict(r) for r in pr.ranges]}
             for (topic, partition), pr in sorted(self.items())
         ]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, path)
+        write_json(path, data)
 
     @classmethod
     def load(cls, path: Path) -> OffsetRanges:

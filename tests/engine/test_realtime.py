@@ -19,13 +19,13 @@ from kafka_mirror.engine.session import DEFAULT_SPARK_CONF, realtime_master
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.offset_ranges import CopiedRange
 
-FLOW = mm2_from_text("""
-clusters = A, B
-A.bootstrap.servers = a1:9092
-B.bootstrap.servers = b1:9092
-A->B.enabled = true
-mirror.mode = realtime
-""").flows[0]
+
+def _flow(extra: str = "mirror.mode = realtime\n") -> FlowSpec:
+    return mm2_from_text("clusters = A, B\nA.bootstrap.servers = a1:9092\n"
+                         "B.bootstrap.servers = b1:9092\nA->B.enabled = true\n" + extra).flows[0]
+
+
+FLOW = _flow()
 
 
 def test_ranges_become_copies_of_the_source_partitions() -> None:
@@ -105,19 +105,15 @@ def test_acknowledged_positions_move_forward_only_and_survive_a_restart(tmp_path
 
 def test_realtime_producer_lingers_like_kafkas_default_unless_set() -> None:
     assert producer_properties(FLOW)["linger.ms"] == "5"
-    micro_batch = mm2_from_text("""
-clusters = A, B
-A.bootstrap.servers = a1:9092
-B.bootstrap.servers = b1:9092
-A->B.enabled = true
-""").flows[0]
-    assert producer_properties(micro_batch)["linger.ms"] == "20"
-    tuned = mm2_from_text("""
-clusters = A, B
-A.bootstrap.servers = a1:9092
-B.bootstrap.servers = b1:9092
-A->B.enabled = true
-mirror.mode = realtime
-B.producer.linger.ms = 50
-""").flows[0]
+    assert producer_properties(_flow(""))["linger.ms"] == "20"  # micro-batch mode
+    tuned = _flow("mirror.mode = realtime\nB.producer.linger.ms = 50\n")
     assert producer_properties(tuned)["linger.ms"] == "50"
+
+
+def test_an_unreadable_positions_file_falls_back_to_the_committed_batch(tmp_path: Path) -> None:
+    path = tmp_path / "acked-positions.json"
+    path.write_text("", encoding="utf-8")  # e.g. a machine crash before the write reached disk
+    acked = AckedPositions(path)
+    assert acked.resume({("orders", 0): 80}) == {("orders", 0): 80}
+    acked.on_written(_written(("orders", 0, 80, 90)))
+    assert AckedPositions(path).positions() == {("orders", 0): 90}

@@ -20,7 +20,7 @@ measures the target around its own committed batches).
 from __future__ import annotations
 
 import json
-import os
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -28,8 +28,10 @@ from pathlib import Path
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import Positions
+from kafka_mirror.state_files import write_json
 
 FILE = "acked-positions.json"
+log = logging.getLogger(__name__)
 
 
 class AckedPositions:
@@ -44,9 +46,16 @@ class AckedPositions:
         self.moved = moved
         self._lock = threading.Lock()
         self._positions: Positions = {}
-        if path.is_file():
-            for entry in json.loads(path.read_text(encoding="utf-8")):
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+            for entry in entries:
                 self._positions[(entry["topic"], int(entry["partition"]))] = int(entry["offset"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            # never ahead of what was copied: without them the flow resumes at its last
+            # committed batch (records since are written again, none is skipped)
+            self._positions.clear()
+            log.warning("%s is not readable (%s): resuming at the last committed batch",
+                        path, exc)
 
     def positions(self) -> Positions:
         with self._lock:
@@ -105,9 +114,5 @@ class AckedPositions:
         if not self._positions:
             self.path.unlink(missing_ok=True)
             return
-        data = [{"topic": t, "partition": p, "offset": o}
-                for (t, p), o in sorted(self._positions.items())]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_json(self.path, [{"topic": t, "partition": p, "offset": o}
+                               for (t, p), o in sorted(self._positions.items())])

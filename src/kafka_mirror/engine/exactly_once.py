@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kafka_mirror.state_files import write_json
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +98,7 @@ class TargetEnds:
     def _save(self) -> None:
         data = [{"topic": t, "partition": p, "pairs": pairs}
                 for (t, p), pairs in sorted(self.pairs.items())]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as out:
-            out.write(json.dumps(data, separators=(",", ":")))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_json(self.path, data, durable=True)
 
 
 @dataclass(frozen=True)

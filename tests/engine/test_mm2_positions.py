@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from kafka_mirror.config.model import ClusterSpec
@@ -150,7 +150,10 @@ def _wait_for_count(cluster: LocalKafkaCluster, topic: str, count: int, timeout:
     deadline = time.monotonic() + timeout
     total = 0
     while time.monotonic() < deadline:
-        total = sum(_end_offsets(cluster, topic).values())
+        try:
+            total = sum(_end_offsets(cluster, topic).values())
+        except KafkaException:  # a topic just created: its leader is not elected yet
+            total = 0
         if total >= count:
             return
         time.sleep(0.3)

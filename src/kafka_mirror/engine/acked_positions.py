@@ -63,14 +63,11 @@ class AckedPositions:
 
     def on_written(self, event: BatchWritten) -> None:
         with self._lock:
-            changed = False
+            ends: Positions = {}
             for copy in event.copies:
                 key = (copy.topic, copy.partition)
-                if copy.copied.source_end > self._positions.get(key, -1):
-                    self._positions[key] = copy.copied.source_end
-                    changed = True
-            if changed:
-                self._save()
+                ends[key] = max(copy.copied.source_end, ends.get(key, -1))
+            changed = self._advance(ends)
             positions = dict(self._positions)
         if changed and self.moved is not None:
             self.moved(event.flow, positions)
@@ -78,13 +75,16 @@ class AckedPositions:
     def seed(self, start: Positions) -> None:
         """A run starts at ``start``: partitions move there where they are behind."""
         with self._lock:
-            changed = False
-            for key, offset in start.items():
-                if offset > self._positions.get(key, -1):
-                    self._positions[key] = offset
-                    changed = True
-            if changed:
-                self._save()
+            self._advance(start)
+
+    def _advance(self, offsets: Positions) -> bool:
+        """Moves partitions forward (never back) and saves when one moved; True then."""
+        moved = {key: offset for key, offset in offsets.items()
+                 if offset > self._positions.get(key, -1)}
+        self._positions.update(moved)
+        if moved:
+            self._save()
+        return bool(moved)
 
     def resume(self, known: Positions | None) -> Positions | None:
         """``known`` (the last committed batch's positions), each partition moved on to the
@@ -101,9 +101,11 @@ class AckedPositions:
     def drop_topic(self, topic: str) -> None:
         """A source topic was deleted and created again: its old positions mean nothing."""
         with self._lock:
-            for key in [k for k in self._positions if k[0] == topic]:
+            dropped = [k for k in self._positions if k[0] == topic]
+            for key in dropped:
                 del self._positions[key]
-            self._save()
+            if dropped:
+                self._save()
 
     def clear(self) -> None:
         with self._lock:

@@ -73,13 +73,19 @@ class _Latency:
     total: float = 0.0
 
 
+# per flow (its labels): cumulative buckets ("+Inf" last) and the sum, seconds
+FlowHistograms = dict[tuple[str, str, str], tuple[list[tuple[str, float]], float]]
+
+
 class _LatencyCollector(Collector):
     """``kafka_mirror_replication_latency_seconds``: a histogram assembled from bucket counts
-    (prometheus_client's Histogram takes one value at a time)."""
+    (prometheus_client's Histogram takes one value at a time). Real-time flows have no batch
+    to measure at: theirs is the sum of their topics' series (``acknowledged``)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.series: dict[tuple[str, str, str], _Latency] = {}
+        self.acknowledged: Callable[[], FlowHistograms] = dict
 
     def add(self, labels: tuple[str, str, str], row: Mapping[str, Any], records: int,
             committed_ms: float) -> None:
@@ -100,15 +106,19 @@ class _LatencyCollector(Collector):
         family = HistogramMetricFamily(
             "kafka_mirror_replication_latency_seconds",
             "Age of mirrored records when their batch was on the target (source record "
-            "timestamp to batch commit)",
+            "timestamp to batch commit; real-time mode: to the target's acknowledgement)",
             labels=FLOW_LABELS,
         )
+        histograms: FlowHistograms = {}
         with self.lock:
-            for labels, series in sorted(self.series.items()):
+            for labels, series in self.series.items():
                 buckets = [(repr(b), n) for b, n in zip(LATENCY_BUCKETS, series.buckets,
                                                         strict=True)]
                 buckets.append(("+Inf", series.count))
-                family.add_metric(list(labels), buckets, series.total)
+                histograms[labels] = (buckets, series.total)
+        histograms |= self.acknowledged()
+        for labels, (buckets, total) in sorted(histograms.items()):
+            family.add_metric(list(labels), buckets, total)
         yield family
 
 
@@ -214,9 +224,12 @@ class MirrorMetrics:
         r.register(self.latency)
         self.topic_latency = _TopicLatencyCollector(self)
         r.register(self.topic_latency)
+        self.latency.acknowledged = self._realtime_flow_latency
         self.latency_max = Gauge("kafka_mirror_replication_latency_max_seconds",
                                  "Age of the oldest record of the last batch when it was on "
-                                 "the target", FLOW_LABELS, registry=r)
+                                 "the target (real-time mode: the largest age a record "
+                                 "acknowledged since the last report had)", FLOW_LABELS,
+                                 registry=r)
         self.topics = Gauge("kafka_mirror_topics", "Source topics the flow mirrors",
                             FLOW_LABELS, registry=r)
         self.partitions = Gauge("kafka_mirror_partitions", "Source partitions the flow mirrors",
@@ -295,6 +308,20 @@ class MirrorMetrics:
         the count and the sum in ms)."""
         self.topic_latency.read = read
 
+    def _realtime_flow_latency(self) -> FlowHistograms:
+        """Real-time flows' latency: per flow, the sum of its topics' series (each record's
+        age when the target acknowledged it)."""
+        flows, _ = self.flow_targets()
+        out: FlowHistograms = {}
+        for labels, _topic, buckets, total in self.topic_latency.series():
+            flow = flows.get(labels[0])
+            if flow is None or not flow.realtime:
+                continue
+            summed, summed_total = out.get(labels, ([(b, 0.0) for b, _ in buckets], 0.0))
+            out[labels] = ([(b, n + m) for (b, n), (_, m) in zip(summed, buckets, strict=True)],
+                           summed_total + total)
+        return out
+
     def flow_targets(self) -> tuple[dict[str, FlowSpec], dict[str, set[str]]]:
         """The registered flows by name, and the target topics of those whose assignment is
         known (a topic no longer mirrored has no latency series)."""
@@ -320,7 +347,8 @@ class MirrorMetrics:
             self.restarts.labels(*labels, reason)
         for kind in ERROR_KINDS:
             self.errors.labels(*labels, kind)
-        for metric in (self.records, self.bytes, self.batches, *self.topic_changes.values()):
+        for metric in (self.records, self.bytes, self.batches, self.batch_duration,
+                       *self.topic_changes.values()):
             metric.labels(*labels)
         if flow.exactly_once_target:
             self.restart_skipped.labels(*labels)
@@ -415,15 +443,17 @@ class MirrorMetrics:
         health.last_error = message
 
     def on_batch(self, event: BatchCommitted) -> None:
-        """Batch hook: one progress event (a batch that moved records, or an idle trigger)."""
+        """Batch hook: one progress event (a batch that moved records, or an idle trigger; in
+        real-time mode, a drain of acknowledged records, or a batch end: ``batch_id`` >= 0)."""
         committed = time.time()
         latest = self._current(event.flow, event.source_latest)
         self.observe_ends(event.flow, latest, event.source_end,
                           event.planned if event.planned is not None else committed)
         lag = {tp: max(0, end - event.source_end.get(tp, end)) for tp, end in latest.items()}
+        ended = event.batch_id >= 0 and (event.records > 0 or event.flow.realtime)
         self.batch(event.flow, records=event.records, size=event.bytes,
                    duration=event.duration, lag=lag, row=event.observed,
-                   committed=committed, rate=event.process_rate)
+                   committed=committed, rate=event.process_rate, ended=ended)
 
     def _current(self, flow: FlowSpec, latest: Mapping[tuple[str, int], int]
                  ) -> dict[tuple[str, int], int]:
@@ -454,7 +484,9 @@ class MirrorMetrics:
 
     def batch(self, flow: FlowSpec, *, records: int, size: int, duration: float,
               lag: Mapping[tuple[str, int], int], row: Mapping[str, Any],
-              committed: float, rate: float) -> None:
+              committed: float, rate: float, ended: bool) -> None:
+        """``ended``: a batch was committed (counted, with its duration); ``records``: how many
+        reached the target since the last call."""
         labels = self.labels(flow)
         health = self.flow(flow)
         health.last_progress = committed
@@ -463,6 +495,9 @@ class MirrorMetrics:
             self._lag_series.setdefault(flow.name, set()).update(lag)
         for (topic, partition), behind in lag.items():
             self.lag.labels(*labels, topic, str(partition)).set(behind)
+        if ended:
+            self.batches.labels(*labels).inc()
+            self.batch_duration.labels(*labels).observe(duration)
         if records <= 0:
             return
         health.records += records
@@ -471,8 +506,6 @@ class MirrorMetrics:
         health.rate = rate
         self.records.labels(*labels).inc(records)
         self.bytes.labels(*labels).inc(size)
-        self.batches.labels(*labels).inc()
-        self.batch_duration.labels(*labels).observe(duration)
         self.last_batch.labels(*labels).set(committed)
         committed_ms = committed * 1000.0
         self.latency.add(labels, row, records, committed_ms)
@@ -480,6 +513,8 @@ class MirrorMetrics:
             self.latency_max.labels(*labels).set(
                 max(0.0, committed_ms - float(row["ts_min_ms"])) / 1000.0
             )
+        elif row.get("age_max_ms") is not None:  # real-time mode: measured when acknowledged
+            self.latency_max.labels(*labels).set(float(row["age_max_ms"]) / 1000.0)
 
 
 def _seconds_now(clock: FlowLagClock, tp: tuple[str, int]) -> float:

@@ -328,7 +328,13 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
                 return {}
             return {(o["topic"], o["partition"]): o["offset"] for o in out["offsets"]}
 
-        wait_for(lambda: len(mm2_translated()) == 4, 120, "MM2 checkpoints")
+        try:
+            wait_for(lambda: len(mm2_translated()) == 4, 180, "MM2 checkpoints")
+        except AssertionError as exc:  # stock MM2's side: what its checkpoint task said
+            log = mm2.log_path.read_text(encoding="utf-8", errors="replace")
+            lines = [line for line in log.splitlines() if "heckpoint" in line or "ERROR" in line]
+            raise AssertionError(f"{exc}\nMM2 log (checkpoints, errors):\n"
+                                 + "\n".join(lines[-40:])) from None
         theirs = mm2_translated()
     report = []
     for p, group_offset in sorted(PLAIN_COMMITS.items()):

@@ -14,7 +14,12 @@ from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import Positions
-from kafka_mirror.engine.realtime import new_run_key, parse_ranges, task_slots_needed
+from kafka_mirror.engine.realtime import (
+    RealTimeProgress,
+    new_run_key,
+    parse_ranges,
+    task_slots_needed,
+)
 from kafka_mirror.engine.session import DEFAULT_SPARK_CONF, realtime_master
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.offset_ranges import CopiedRange
@@ -29,15 +34,34 @@ FLOW = _flow()
 
 
 def test_ranges_become_copies_of_the_source_partitions() -> None:
-    text = ("A.orders\t1\t10\t13\t100\t103\t1\n"
-            "A.orders\t1\t15\t40\t103\t110\t0\n"
-            "A.other\t0\t0\t1\t0\t1\t1\n"  # not this run's topic: dropped
+    text = ("A.orders\t1\t10\t13\t100\t103\t1\t3\t300\t12\n"
+            "A.orders\t1\t15\t40\t103\t110\t0\t7\t700\t-1\n"
+            "A.other\t0\t0\t1\t0\t1\t1\t1\t9\t99\n"  # not this run's topic: dropped
             "garbage\n")
-    copies = parse_ranges(FLOW, {"orders": 2}, text)
+    written = parse_ranges(FLOW, {"orders": 2}, text, batch_id=4)
+    copies = written.copies
     where = [(c.topic, c.partition, c.target_topic) for c in copies]
     assert where == [("orders", 1, "A.orders")] * 2
     assert copies[0].copied == CopiedRange(10, 13, 100, 103, True)
     assert copies[1].copied == CopiedRange(15, 40, 103, 110, False)
+    assert (written.batch_id, written.records, written.bytes, written.age_max_ms) == (
+        4, 10, 1000, 12.0)
+
+
+def test_progress_is_reported_after_every_drain_and_counts_each_record_once() -> None:
+    progress = RealTimeProgress(FLOW)
+    idle = progress.report({("orders", 0): 5}, {("orders", 0): 5})
+    assert (idle.records, idle.moved, idle.batch_id, idle.lag) == (0, False, -1, 0)
+    progress.add(_written(("orders", 0, 5, 9)))
+    progress.add(None)  # a drain that found nothing
+    progress.add(parse_ranges(FLOW, {"orders": 1}, "A.orders\t0\t9\t10\t4\t5\t1\t1\t50\t7\n"))
+    event = progress.report({("orders", 0): 10}, {("orders", 0): 12})
+    assert (event.records, event.bytes, event.moved, event.lag) == (5, 50, True, 2)
+    assert event.source_start == {("orders", 0): 5} and event.observed == {"age_max_ms": 7.0}
+    # a batch end: its id and duration; nothing counted twice
+    ended = progress.report({("orders", 0): 10}, {("orders", 0): 12}, batch_id=3, duration=60.0)
+    assert (ended.batch_id, ended.duration, ended.records, ended.moved) == (3, 60.0, 0, False)
+    assert ended.observed == {}
 
 
 def test_a_realtime_flow_needs_a_task_slot_per_partition() -> None:
@@ -63,11 +87,13 @@ def test_each_run_has_its_own_producer() -> None:
 
 
 def _written(*ranges: tuple[str, int, int, int]) -> BatchWritten:
-    """(source topic, partition, source start, source end) copies of FLOW."""
-    return BatchWritten(FLOW, -1, tuple(
-        parse_ranges(FLOW, {topic: partition + 1},
-                     f"A.{topic}\t{partition}\t{start}\t{end}\t0\t{end - start}\t1\n")[0]
-        for topic, partition, start, end in ranges), 0, 0)
+    """(source topic, partition, source start, source end) copies of FLOW, as drained."""
+    assignment: dict[str, int] = {}
+    for topic, partition, _, _ in ranges:
+        assignment[topic] = max(assignment.get(topic, 0), partition + 1)
+    return parse_ranges(FLOW, assignment, "".join(
+        f"A.{topic}\t{partition}\t{start}\t{end}\t0\t{end - start}\t1\t{end - start}\t0\t-1\n"
+        for topic, partition, start, end in ranges))
 
 
 def test_acknowledged_positions_move_forward_only_and_survive_a_restart(tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def flow_settings(
         takeover_mm2=values.boolean("mirror.takeover.mm2", True),
         exactly_once_target=exactly_once_target(values, realtime),
         mode=mode,
-        realtime_batch_ms=values.integer("mirror.realtime.batch.duration.ms", 5_000, 5_000),
+        realtime_batch_ms=values.integer("mirror.realtime.batch.duration.ms", 300_000, 5_000),
     )
 
 

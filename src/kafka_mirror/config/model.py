@@ -101,7 +101,7 @@ class FlowSpec:
     # partition, at-least-once); mirror.realtime.batch.duration.ms: how long one real-time
     # batch reads before Spark commits its positions
     mode: str = "micro-batch"
-    realtime_batch_ms: int = 5_000
+    realtime_batch_ms: int = 300_000
 
     @property
     def realtime(self) -> bool:

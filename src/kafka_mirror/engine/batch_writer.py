@@ -56,6 +56,9 @@ class BatchWritten:
     bytes: int
     # milliseconds the writer spent on each step (targetEndsBefore, write, targetEndsAfter)
     timings: Mapping[str, float] = field(default_factory=dict)
+    # real-time mode: the largest age (ms) a record had when the target acknowledged it
+    # (-1: unknown)
+    age_max_ms: float = -1.0
 
     @property
     def target_end(self) -> dict[tuple[str, int], int]:

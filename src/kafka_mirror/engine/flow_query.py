@@ -37,10 +37,12 @@ _REALTIME_HEADERS = _MARKERS.format(marker=", ".join((
 def mirror_frame(
     spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str, with_latency: bool = False
 ) -> Any:
-    """The streaming DataFrame of target records for the assigned source partitions; its
-    ``observe`` counts records and bytes (and, ``with_latency``, what the replication latency
-    metric needs: :func:`kafka_mirror.metrics.observe_columns`). With more than twice as many
-    partitions as Spark has task slots, each micro-batch is written by one task per slot."""
+    """The streaming DataFrame of target records for the assigned source partitions; in
+    micro-batch mode its ``observe`` counts records and bytes (and, ``with_latency``, what the
+    replication latency metric needs: :func:`kafka_mirror.metrics.observe_columns`); in
+    real-time mode the producer interceptor counts them as the target acknowledges them. With
+    more than twice as many partitions as Spark has task slots, each micro-batch is written by
+    one task per slot."""
     reader = spark.readStream.format("kafka")
     for key, value in spark_source_options(flow).items():
         reader = reader.option(key, value)
@@ -52,20 +54,22 @@ def mirror_frame(
     )
     from pyspark.sql import functions
 
-    size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
-    aggregates = {"records": "count(1)", "bytes": f"sum({size})"}
-    if with_latency:
-        aggregates |= observe_columns()
-    observed = source.observe(
-        OBSERVATION, *(functions.expr(sql).alias(name) for name, sql in aggregates.items())
-    )
-    partitions = sum(assignment.values())
-    slots = int(spark.sparkContext.defaultParallelism)
-    if not flow.realtime and partitions > 2 * slots:
-        # more than two waves of tasks, each paying a task launch and a producer flush: one
-        # task per slot writes its partitions one after another instead (order per partition
-        # is kept, the partition column says where each record goes)
-        observed = observed.coalesce(slots)
+    observed = source
+    if not flow.realtime:
+        size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
+        aggregates = {"records": "count(1)", "bytes": f"sum({size})"}
+        if with_latency:
+            aggregates |= observe_columns()
+        observed = source.observe(
+            OBSERVATION, *(functions.expr(sql).alias(name) for name, sql in aggregates.items())
+        )
+        partitions = sum(assignment.values())
+        slots = int(spark.sparkContext.defaultParallelism)
+        if partitions > 2 * slots:
+            # more than two waves of tasks, each paying a task launch and a producer flush:
+            # one task per slot writes its partitions one after another instead (order per
+            # partition is kept, the partition column says where each record goes)
+            observed = observed.coalesce(slots)
     return observed.selectExpr(
         f"{flow.policy.spark_topic_expression(flow.source.alias, assignment)} AS topic",
         "partition",

@@ -12,7 +12,10 @@ drains them into :class:`BatchWritten` events for offset translation and offset 
 the batch writer's.
 
 The ranges also say where a run may resume: after the last record the target acknowledged
-(:mod:`kafka_mirror.engine.acked_positions`), not at the last batch Spark committed.
+(:mod:`kafka_mirror.engine.acked_positions`), not at the last batch Spark committed; and they
+count the records and bytes acknowledged, so the flow's progress (metrics, lag, readiness) is
+reported at every drain (:class:`RealTimeProgress`), not once per batch. The batch duration is
+then only a checkpoint interval: Spark's default of 5 minutes.
 
 Trade-offs, against micro-batch mode: one task slot per source partition for as long as the flow
 runs (tasks never end between records), and at-least-once: a crash (``kill -9``) re-sends the
@@ -32,6 +35,8 @@ from typing import Any
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten, PartitionCopy
+from kafka_mirror.engine.batches import BatchCommitted
+from kafka_mirror.engine.positions import Positions
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.offset_ranges import CopiedRange
 
@@ -54,22 +59,72 @@ def new_run_key(flow: FlowSpec) -> str:
     return f"{flow.path_name}:{uuid.uuid4().hex}"
 
 
-def parse_ranges(flow: FlowSpec, assignment: Mapping[str, int], text: str
-                 ) -> list[PartitionCopy]:
+def parse_ranges(flow: FlowSpec, assignment: Mapping[str, int], text: str,
+                 batch_id: int = -1) -> BatchWritten:
     """The interceptor's lines (target topic, partition, source start/end, target start/end,
-    exact) as copies of the flow's source partitions; lines of other topics are dropped."""
+    exact, records, bytes, largest age in ms) as copies of the flow's source partitions, with
+    the records and bytes acknowledged and the largest age one had then; lines of other topics
+    are dropped."""
     sources = {flow.target_topic(topic): topic for topic in assignment}
     copies = []
+    records = size = 0
+    oldest = -1
     for line in text.splitlines():
         fields = line.split("\t")
-        if len(fields) != 7 or fields[0] not in sources:
+        if len(fields) != 10 or fields[0] not in sources:
             continue
-        partition, source_start, source_end, target_start, target_end, exact = (
-            int(value) for value in fields[1:])
+        (partition, source_start, source_end, target_start, target_end, exact, count, nbytes,
+         age) = (int(value) for value in fields[1:])
         copies.append(PartitionCopy(
             sources[fields[0]], partition, fields[0],
             CopiedRange(source_start, source_end, target_start, target_end, exact == 1)))
-    return copies
+        records += count
+        size += nbytes
+        oldest = max(oldest, age)
+    return BatchWritten(flow, batch_id, tuple(copies), records, size, age_max_ms=float(oldest))
+
+
+class RealTimeProgress:
+    """A real-time flow's progress after every drain (about once a second), not only at Spark's
+    batch ends: the records and bytes the target acknowledged since the last report, the
+    positions they reached and the source's end offsets, as the :class:`BatchCommitted` events
+    micro-batch mode reports per batch (metrics, readiness, the progress log). So the batch
+    duration, which sets how rarely Spark pauses every partition to commit, is free to be long.
+    A batch end adds its id and duration; counts of a drain whose report failed (the source's
+    end offsets not read) go with the next report."""
+
+    def __init__(self, flow: FlowSpec) -> None:
+        self.flow = flow
+        self.records = 0
+        self.bytes = 0
+        self.oldest_ms = -1.0
+        self._position: Positions = {}
+        self._at = time.monotonic()
+
+    def add(self, written: BatchWritten | None) -> None:
+        if written is not None:
+            self.records += written.records
+            self.bytes += written.bytes
+            self.oldest_ms = max(self.oldest_ms, written.age_max_ms)
+
+    def report(self, positions: Positions, latest: Positions, batch_id: int = -1,
+               duration: float = 0.0) -> BatchCommitted:
+        """The event since the last report (``batch_id`` -1: a drain, not a batch end)."""
+        now = time.monotonic()
+        elapsed = now - self._at
+        rate = self.records / elapsed if elapsed > 0 else 0.0
+        event = BatchCommitted(
+            flow=self.flow, batch_id=batch_id,
+            source_start=self._position if self.records else dict(positions),
+            source_end=dict(positions), source_latest=dict(latest), target_end={},
+            records=self.records, bytes=self.bytes, input_rate=rate, process_rate=rate,
+            duration=duration, planned=time.time(),
+            observed={"age_max_ms": self.oldest_ms} if self.oldest_ms >= 0 else {})
+        self.records = self.bytes = 0
+        self.oldest_ms = -1.0
+        self._position = dict(positions)
+        self._at = now
+        return event
 
 
 def task_slots_needed(flow: FlowSpec, assignment: Mapping[str, int], slots: int,
@@ -88,7 +143,7 @@ def task_slots_needed(flow: FlowSpec, assignment: Mapping[str, int], slots: int,
 class RealTimeWriter:
     """Stands where a flow's :class:`BatchWriter` stands in micro-batch mode: the sink options
     of one query run, and its :class:`BatchWritten` events, built from the ranges the
-    interceptor recorded (drained at every committed batch and on every tick)."""
+    interceptor recorded (drained on every tick of the main loop and at every committed batch)."""
 
     def __init__(self, flow: FlowSpec, checkpoint: Path, sink_options: Mapping[str, str],
                  run_key: str, assignment: Mapping[str, int]) -> None:
@@ -106,9 +161,10 @@ class RealTimeWriter:
     def attach(self, spark: Any) -> None:
         self._jvm = spark.sparkContext._jvm
 
-    def drain(self, batch_id: int = -1, records: int = 0, size: int = 0) -> BatchWritten | None:
-        """The ranges recorded since the last drain, as one event; None when there are none
-        (or the JVM does not answer: translation then stays where it was, never wrong)."""
+    def drain(self, batch_id: int = -1) -> BatchWritten | None:
+        """The ranges recorded since the last drain, as one event with the records and bytes
+        they hold; None when there are none (or the JVM does not answer: translation then
+        stays where it was, never wrong, and the counts wait for the next drain)."""
         if self._jvm is None:
             return None
         with self._lock:
@@ -117,14 +173,8 @@ class RealTimeWriter:
             except Exception as exc:
                 log.debug("flow %s: copied ranges not read (%s)", self.flow.name, exc)
                 return None
-        copies = parse_ranges(self.flow, self.assignment, text)
-        if not copies and not records:
-            return None
-        return BatchWritten(self.flow, batch_id, tuple(copies), records, size)
-
-    def completed(self, batch_id: int, records: int, size: int) -> BatchWritten | None:
-        """A real-time batch was committed: the ranges so far, with its counts."""
-        return self.drain(batch_id, records, size)
+        written = parse_ranges(self.flow, self.assignment, text, batch_id)
+        return written if written.copies else None
 
     def settle(self, timeout: float) -> bool:
         """After the query stopped: waits (at most ``timeout`` seconds) until the target

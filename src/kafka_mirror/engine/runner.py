@@ -54,6 +54,7 @@ from kafka_mirror.engine.positions import (
     starting_offsets,
 )
 from kafka_mirror.engine.realtime import (
+    RealTimeProgress,
     RealTimeWriter,
     new_run_key,
     task_slots_needed,
@@ -80,6 +81,8 @@ from kafka_mirror.topics import TopicSync
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15.0
+# real-time progress: how long the source's offsets may take to answer (the main loop waits)
+PROGRESS_LOOKUP_SECONDS = 2.0
 MAX_RETRY_SECONDS = 60.0
 # Errors a restart cannot cure: the target refuses a record for good.
 PERMANENT_FAILURES = (
@@ -212,6 +215,12 @@ class FlowRunner:
         self.acked = AckedPositions(self.state.flow_dir / ACKED_FILE)
         if flow.realtime:
             self.hooks.append(self.acked)
+        # real-time mode: progress after every drain, to these batch hooks (set by the Mirror)
+        self.progress = RealTimeProgress(flow)
+        self.progress_hooks: Sequence[BatchHook] = ()
+        self._drain_lock = threading.Lock()
+        # where the running query started partitions it has copied nothing of yet
+        self._run_start: Positions = {}
         self.target_ends = (
             TargetEnds(self.state.flow_dir / TARGET_ENDS_FILE)
             if flow.exactly_once_target and _keeps_prefix(flow) else None
@@ -410,6 +419,7 @@ class FlowRunner:
                 self.target_offsets, self.target_ends,
             )
         self.last_writer = writer
+        self._run_start = {}
         self.started_largest_batch = self.largest_batch
         self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
                                  with_latency=self.metrics is not None)
@@ -561,14 +571,58 @@ class FlowRunner:
             return 0
         return sum(self.assignment.values())
 
-    def drain_copies(self, writer: BatchWriter | RealTimeWriter | None = None) -> None:
+    def drain_copies(self, writer: BatchWriter | RealTimeWriter | None = None,
+                     ended: tuple[int, float] | None = None) -> None:
         """Real-time mode: where the records acknowledged since the last drain landed, to the
-        write hooks (offset translation, offset syncs)."""
+        write hooks (offset translation, offset syncs, acknowledged positions); then the flow's
+        progress to the batch hooks (``ended``: the id and duration of the batch Spark just
+        committed)."""
         writer = writer or self._current_writer()
-        if isinstance(writer, RealTimeWriter):
-            written = writer.drain()
-            if written is not None and written.copies:
+        if not isinstance(writer, RealTimeWriter):
+            return
+        with self._drain_lock:
+            batch_id, duration = ended or (-1, 0.0)
+            written = writer.drain(batch_id)
+            if written is not None:
                 run_write_hooks(self.hooks, written)
+            self.progress.add(written)
+            latest = self._source_ends()
+            if latest is None:
+                return
+            event = self.progress.report(self._progress_positions(latest), latest, batch_id,
+                                         duration)
+        run_hooks(self.progress_hooks, event)
+
+    def _assigned_partitions(self) -> list[tuple[str, int]]:
+        return [(topic, p) for topic, count in sorted(self.assignment.items())
+                for p in range(count)]
+
+    def _source_ends(self) -> Positions | None:
+        """The source's end offsets of the partitions mirrored now; None when there are none
+        or the source did not answer within :data:`PROGRESS_LOOKUP_SECONDS`."""
+        partitions = self._assigned_partitions()
+        if not partitions:
+            return None
+        try:
+            return self.source.end_offsets(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
+        except Exception as exc:
+            log.debug("flow %s: source end offsets not read (%s)", self.flow.name, exc)
+            return None
+
+    def _progress_positions(self, latest: Positions) -> Positions:
+        """Per partition mirrored now, the offset after its last acknowledged record, or
+        where the running query started it (its log start, read once, when it was started
+        from the earliest offset and has copied nothing yet)."""
+        acked = self.acked.positions()
+        missing = [tp for tp in latest if tp not in acked and tp not in self._run_start]
+        if missing:
+            try:
+                self._run_start |= self.source.log_start_offsets(
+                    missing, timeout=PROGRESS_LOOKUP_SECONDS)
+            except Exception as exc:
+                log.debug("flow %s: log start offsets not read (%s)", self.flow.name, exc)
+        return {tp: acked[tp] if tp in acked else self._run_start[tp] for tp in latest
+                if tp in acked or tp in self._run_start}
 
     def tick(self, spark: Any) -> None:
         """Keep the flow running: restart a failed query, follow topic changes. Faults (a
@@ -689,10 +743,16 @@ class _Listener:
         if runner is None or not progress.sources:
             return
         writer = runner.writers.get(str(progress.runId))
+        if runner.flow.realtime:
+            # the drains report a real-time flow's progress; a batch end adds its count
+            duration = float(getattr(progress, "batchDuration", 0) or 0) / 1000.0
+            runner.drain_copies(writer, ended=(int(progress.batchId), duration))
+            return
         row = observed_row(progress, OBSERVATION)
         records, size = int(row.get("records") or 0), int(row.get("bytes") or 0)
         written = (
-            writer.completed(int(progress.batchId), records, size) if writer is not None else None
+            writer.completed(int(progress.batchId), records, size)
+            if isinstance(writer, BatchWriter) else None
         )
         if written is not None:
             run_write_hooks(runner.hooks, written)
@@ -871,12 +931,13 @@ class Mirror:
             raise
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0).start()
-        for runner in runners.values():
-            runner.acked.moved = lag.advance
         hooks: list[BatchHook] = [ProgressReporter(), lag]
         if self.metrics is not None:
             hooks.append(self.metrics)
             self.metrics.read_topic_latency(partial(topic_latency_text, spark))
+        for runner in runners.values():
+            runner.acked.moved = lag.advance
+            runner.progress_hooks = hooks
         spark.streams.addListener(_spark_listener(_Listener(runners, hooks)))
         try:
             for name, runner in runners.items():

@@ -68,6 +68,11 @@ public final class CopiedRanges {
     private long sourceLast;
     private long targetFirst;
     private long targetLast;
+    // records acknowledged in the open range, and their key and value bytes
+    private long records;
+    private long size;
+    // the largest age (ms) a record of the open range had when acknowledged; -1: none known
+    private long oldest = -1;
 
     Tracker(String topic, int partition) {
       this.topic = topic;
@@ -81,8 +86,9 @@ public final class CopiedRanges {
     }
 
     /** The target acknowledged the oldest record waiting at {@code targetOffset} (negative:
-     * unknown), or failed it. */
-    synchronized void acknowledged(long targetOffset, boolean error) {
+     * unknown), or failed it; {@code bytes}: the record's key and value sizes; {@code ageMs}:
+     * its age (now minus its timestamp; negative: unknown). */
+    synchronized void acknowledged(long targetOffset, boolean error, long bytes, long ageMs) {
       if (failed) {
         return;
       }
@@ -93,29 +99,34 @@ public final class CopiedRanges {
         close();
         return;
       }
-      if (sourceFirst >= 0 && source == sourceLast + 1 && targetOffset == targetLast + 1) {
-        sourceLast = source;
-        targetLast = targetOffset;
-        return;
+      if (sourceFirst < 0 || source != sourceLast + 1 || targetOffset != targetLast + 1) {
+        close();
+        sourceFirst = source;
+        targetFirst = targetOffset;
       }
-      close();
-      sourceFirst = source;
       sourceLast = source;
-      targetFirst = targetOffset;
       targetLast = targetOffset;
+      records++;
+      size += Math.max(0, bytes);
+      oldest = Math.max(oldest, ageMs);
     }
 
     private void close() {
       if (sourceFirst < 0) {
         return;
       }
-      ranges.add(new long[] {sourceFirst, sourceLast + 1, targetFirst, targetLast + 1, 1});
+      ranges.add(new long[] {
+          sourceFirst, sourceLast + 1, targetFirst, targetLast + 1, 1, records, size, oldest});
       sourceFirst = -1;
+      records = 0;
+      size = 0;
+      oldest = -1;
       while (ranges.size() > MAX_RANGES) {
         long[] older = ranges.get(0);
         long[] newer = ranges.remove(1);
         ranges.set(0, new long[] {
-            Math.min(older[0], newer[0]), Math.max(older[1], newer[1]), older[2], newer[3], 0});
+            Math.min(older[0], newer[0]), Math.max(older[1], newer[1]), older[2], newer[3], 0,
+            older[5] + newer[5], older[6] + newer[6], Math.max(older[7], newer[7])});
       }
     }
 
@@ -136,7 +147,8 @@ public final class CopiedRanges {
   /**
    * This JVM's ranges of {@code run} (and those executors sent), one line each: target topic,
    * partition, source start, source end, target start, target end, 1 when the offsets map one to
-   * one (0 otherwise), tab-separated. Ends are exclusive. One py4j call per drain.
+   * one (0 otherwise), the records acknowledged in the range, their key and value bytes and
+   * the largest age (ms) one had when acknowledged (-1: unknown), tab-separated. Ends are exclusive. One py4j call per drain.
    */
   public static String drain(String run) {
     StringBuilder out = new StringBuilder();

@@ -134,25 +134,29 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
 
   @Override
   public void onAcknowledgement(RecordMetadata metadata, Exception exception) {
+    long age = -1L;
+    if (metadata != null && exception == null && metadata.timestamp() >= 0) {
+      age = Math.max(0L, System.currentTimeMillis() - metadata.timestamp());
+    }
     String copies = run;
     if (copies != null && metadata != null && metadata.partition() >= 0) {
       try {
         CopiedRanges.tracker(copies, metadata.topic(), metadata.partition()).acknowledged(
             exception == null && metadata.hasOffset() ? metadata.offset() : -1L,
-            exception != null);
+            exception != null,
+            (long) Math.max(0, metadata.serializedKeySize())
+                + Math.max(0, metadata.serializedValueSize()),
+            age);
       } catch (RuntimeException e) {
         // offset translation must never disturb the producer
       }
     }
     LatencyRegistry.FlowRecorder recorder = latency;
-    if (recorder == null || exception != null || metadata == null) {
+    if (recorder == null || age < 0) {
       return;
     }
     try {
-      long timestamp = metadata.timestamp();
-      if (timestamp >= 0) {
-        recorder.record(metadata.topic(), System.currentTimeMillis() - timestamp);
-      }
+      recorder.record(metadata.topic(), age);
     } catch (RuntimeException e) {
       // metrics must never disturb the producer
     }

@@ -40,7 +40,7 @@ class CopiedRangesTest {
   private static void ack(TimestampRestoringInterceptor interceptor, int partition, long offset,
       Exception error) {
     interceptor.onAcknowledgement(
-        new RecordMetadata(new TopicPartition("t", partition), offset, 0, 0L, 1, 1), error);
+        new RecordMetadata(new TopicPartition("t", partition), offset, 0, -1L, 1, 1), error);
   }
 
   @Test
@@ -71,8 +71,8 @@ class CopiedRangesTest {
       ack(interceptor, 1, target, null);
     }
     assertEquals(
-        "t\t1\t10\t13\t100\t103\t1\n" + "t\t1\t15\t16\t103\t104\t1\n"
-            + "t\t1\t16\t17\t105\t106\t1\n",
+        "t\t1\t10\t13\t100\t103\t1\t3\t6\t-1\n" + "t\t1\t15\t16\t103\t104\t1\t1\t2\t-1\n"
+            + "t\t1\t16\t17\t105\t106\t1\t1\t2\t-1\n",
         CopiedRanges.drain("gaps"));
     assertEquals("", CopiedRanges.drain("gaps"));
     CopiedRanges.forget("gaps");
@@ -84,9 +84,9 @@ class CopiedRangesTest {
     send(interceptor, 0, 0);
     send(interceptor, 0, 1);
     ack(interceptor, 0, 5, null);
-    assertEquals("t\t0\t0\t1\t5\t6\t1\n", CopiedRanges.drain("across"));
+    assertEquals("t\t0\t0\t1\t5\t6\t1\t1\t2\t-1\n", CopiedRanges.drain("across"));
     ack(interceptor, 0, 6, null);
-    assertEquals("t\t0\t1\t2\t6\t7\t1\n", CopiedRanges.drain("across"));
+    assertEquals("t\t0\t1\t2\t6\t7\t1\t1\t2\t-1\n", CopiedRanges.drain("across"));
     CopiedRanges.forget("across");
   }
 
@@ -101,7 +101,7 @@ class CopiedRangesTest {
     ack(interceptor, 0, 1, null);
     send(interceptor, 0, 3);
     ack(interceptor, 0, 2, null);
-    assertEquals("t\t0\t0\t1\t0\t1\t1\n", CopiedRanges.drain("failed"));
+    assertEquals("t\t0\t0\t1\t0\t1\t1\t1\t2\t-1\n", CopiedRanges.drain("failed"));
     CopiedRanges.forget("failed");
   }
 
@@ -130,22 +130,23 @@ class CopiedRangesTest {
     CopiedRanges.Tracker tracker = CopiedRanges.tracker("many", "t", 0);
     for (int i = 0; i < CopiedRanges.MAX_RANGES + 2; i++) {
       tracker.sent(2L * i);
-      tracker.acknowledged(i, false);
+      tracker.acknowledged(i, false, 10, i);
     }
     java.util.List<long[]> ranges = tracker.drain();
     assertEquals(CopiedRanges.MAX_RANGES, ranges.size());
-    assertArrayEquals(new long[] {0, 5, 0, 3, 0}, ranges.get(0));
-    assertArrayEquals(new long[] {6, 7, 3, 4, 1}, ranges.get(1));
+    assertArrayEquals(new long[] {0, 5, 0, 3, 0, 3, 30, 2}, ranges.get(0));
+    assertArrayEquals(new long[] {6, 7, 3, 4, 1, 1, 10, 3}, ranges.get(1));
     CopiedRanges.forget("many");
   }
 
   @Test
   void executorsRangesReachTheDriversDrain() {
     Map<String, String> sent = new HashMap<>();
-    sent.put("remote-run", "t\t3\t0\t2\t0\t2\t1\n");
+    sent.put("remote-run", "t\t3\t0\t2\t0\t2\t1\t2\t9\t40\n");
     CopiedRanges.remote(sent);
     CopiedRanges.remote(sent);
-    assertEquals("t\t3\t0\t2\t0\t2\t1\nt\t3\t0\t2\t0\t2\t1\n", CopiedRanges.drain("remote-run"));
+    assertEquals("t\t3\t0\t2\t0\t2\t1\t2\t9\t40\nt\t3\t0\t2\t0\t2\t1\t2\t9\t40\n",
+        CopiedRanges.drain("remote-run"));
     assertEquals("", CopiedRanges.drain("remote-run"));
   }
 }

@@ -25,7 +25,8 @@ class FlowTotals:
 
 
 class ProgressReporter:
-    """Logs one line per flow at most every ``interval`` seconds."""
+    """Logs one line per flow at most every ``interval`` seconds (in micro-batch mode the first
+    two batches at once; real-time mode reports every second, its drains are not batches)."""
 
     def __init__(self, interval: float = 10.0) -> None:
         self.interval = interval
@@ -34,7 +35,7 @@ class ProgressReporter:
     def on_batch(self, event: BatchCommitted) -> None:
         name = event.flow.name
         totals = self.totals.setdefault(name, FlowTotals())
-        if event.moved:
+        if event.moved or event.records:
             totals.records += event.records
             totals.bytes += event.bytes
             totals.batches += 1
@@ -43,7 +44,7 @@ class ProgressReporter:
                 totals.window_phases[phase] = totals.window_phases.get(phase, 0.0) + ms
         now = time.monotonic()
         elapsed = now - totals.reported_at
-        if totals.batches > 1 and elapsed < self.interval:
+        if (totals.batches > 1 or event.flow.realtime) and elapsed < self.interval:
             return
         records = totals.records - totals.reported_records
         size = totals.bytes - totals.reported_bytes
@@ -54,12 +55,11 @@ class ProgressReporter:
         else:
             rate, byte_rate = records / elapsed, size / elapsed
         log.info(
-            "flow %s: %d records, %.1f MB copied in %d batches; %.0f records/s, %.2f MB/s; "
-            "lag %d records%s",
+            "flow %s: %d records, %.1f MB copied%s; %.0f records/s, %.2f MB/s; lag %d records%s",
             name,
             totals.records,
             totals.bytes / 1e6,
-            totals.batches,
+            "" if event.flow.realtime else f" in {totals.batches} batches",
             rate,
             byte_rate / 1e6,
             event.lag,

@@ -10,6 +10,7 @@ import pytest
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.batches import event_from_progress
+from kafka_mirror.engine.realtime import RealTimeProgress, parse_ranges
 from kafka_mirror.progress import ProgressReporter, batch_time_text
 
 CONFIG = """clusters = A, B
@@ -53,3 +54,25 @@ def test_batch_phases_in_the_event_and_the_progress_line(
 def test_batch_time_text_without_batches_is_empty() -> None:
     assert batch_time_text({}, 0) == ""
     assert batch_time_text({"addBatch": 5.0}, 1) == ""
+
+
+def test_a_realtime_flow_logs_every_interval_without_batches(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Real-time mode reports every drain (about once a second): one line per interval, with
+    the records of every drain since, and no batch count (drains are not batches)."""
+    flow = mm2_from_text(CONFIG + "mirror.mode = realtime\n").flows[0]
+    reporter = ProgressReporter(interval=3600.0)
+    progress = RealTimeProgress(flow)
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.progress"):
+        for drain in range(3):
+            progress.add(parse_ranges(flow, {"t": 1}, (
+                f"A.t\t0\t{drain * 5}\t{drain * 5 + 5}\t{drain * 5}\t{drain * 5 + 5}\t1\t5\t50\t3\n"
+            )))
+            reporter.on_batch(progress.report({("t", 0): drain * 5 + 5}, {("t", 0): 20}))
+        assert not caplog.records  # within the interval
+        reporter.interval = 0.0
+        reporter.on_batch(progress.report({("t", 0): 15}, {("t", 0): 20}))
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("flow A->B: 15 records, 0.0 MB copied; ") and "batches" not in line
+    assert line.endswith("lag 5 records")

@@ -313,6 +313,8 @@ class MirrorMetrics:
         age when the target acknowledged it)."""
         flows, _ = self.flow_targets()
         out: FlowHistograms = {}
+        if not any(flow.realtime for flow in flows.values()):
+            return out  # no second read of the JVM's registry per scrape
         for labels, _topic, buckets, total in self.topic_latency.series():
             flow = flows.get(labels[0])
             if flow is None or not flow.realtime:

@@ -443,8 +443,7 @@ class FlowRunner:
         Spark committed a batch resumes there, moved on by what it copied); a first run from
         the latest offsets reads them now, for the same reason."""
         if known is None and self.flow.starting_offsets == "latest":
-            known = self.source.end_offsets(
-                [(topic, p) for topic, count in sorted(assignment.items()) for p in range(count)])
+            known = self.source.end_offsets(_partitions(assignment))
         if known:
             self.acked.seed(known)
         return known
@@ -459,8 +458,8 @@ class FlowRunner:
         mine = {tp: o for tp, o in known.items() if tp[1] < assignment.get(tp[0], 0)}
         # partitions never committed (added since the last committed batch) start at their
         # log start, where a cut batch may have begun to copy them
-        fresh = [(t, p) for t, count in sorted(assignment.items()) for p in range(count)
-                 if (t, p) not in known and target_ends.has((t, p))]
+        fresh = [tp for tp in _partitions(assignment)
+                 if tp not in known and target_ends.has(tp)]
         if fresh:
             mine |= self.source.log_start_offsets(fresh)
         target_tps = sorted({(flow.target_topic(t), p) for t, p in mine})
@@ -593,14 +592,10 @@ class FlowRunner:
                                          duration)
         run_hooks(self.progress_hooks, event)
 
-    def _assigned_partitions(self) -> list[tuple[str, int]]:
-        return [(topic, p) for topic, count in sorted(self.assignment.items())
-                for p in range(count)]
-
     def _source_ends(self) -> Positions | None:
         """The source's end offsets of the partitions mirrored now; None when there are none
         or the source did not answer within :data:`PROGRESS_LOOKUP_SECONDS`."""
-        partitions = self._assigned_partitions()
+        partitions = _partitions(self.assignment)
         if not partitions:
             return None
         try:
@@ -722,6 +717,11 @@ class FlowRunner:
                 break
             time.sleep(0.05)
         query.stop()
+
+
+def _partitions(assignment: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Every (topic, partition) of an assignment (topic to partition count), in order."""
+    return [(topic, p) for topic, count in sorted(assignment.items()) for p in range(count)]
 
 
 def _stopped_for_good(runners: Mapping[str, FlowRunner]) -> MirrorError:

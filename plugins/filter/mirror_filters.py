@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) kafka.mirror contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Filters used by the kafka.mirror roles: command lines, Java properties values, JAAS strings."""
+"""Filters used by the kafka.mirror roles: command lines, Java properties values, JAAS strings,
+mirror instances, files to copy."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -175,6 +177,26 @@ def mirror_instances(instances, base):
     return out
 
 
+def stale_files(wanted, present, mode=None, owner=None, group=None):
+    """The files of ``wanted`` (``find`` results with checksums, on the controller) that ``present``
+    (the same, on the host) lacks: no file of that name, another checksum, or another mode, owner or
+    group (each compared when given)."""
+    if not is_sequence(wanted) or not is_sequence(present):
+        raise AnsibleFilterError('stale_files expects two lists of find results')
+    have = dict((os.path.basename(f['path']), f) for f in present)
+    stale = []
+    for f in wanted:
+        if 'checksum' not in f:
+            raise AnsibleFilterError('stale_files: %s has no checksum (find needs get_checksum: true)' % f['path'])
+        h = have.get(os.path.basename(f['path']))
+        if (h is None or h.get('checksum') != f['checksum']
+                or (mode is not None and int(str(h.get('mode', '0')), 8) != int(str(mode), 8))
+                or (owner is not None and h.get('pw_name') != owner)
+                or (group is not None and h.get('gr_name') != group)):
+            stale.append(f)
+    return sorted(stale, key=lambda f: f['path'])
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -183,4 +205,5 @@ class FilterModule(object):
             'java_properties_escape': java_properties_escape,
             'jaas_quote': jaas_quote,
             'mirror_instances': mirror_instances,
+            'stale_files': stale_files,
         }

@@ -15,6 +15,7 @@ from ansible_collections.kafka.mirror.plugins.filter.mirror_filters import (
     java_properties_escape,
     mirror_instances,
     spark_conf_args,
+    stale_files,
 )
 
 # a password with every character that means something to a .properties file, a JAAS line,
@@ -130,3 +131,30 @@ def test_mirror_instances_named_units_dirs_ports_and_merges():
 def test_mirror_instances_rejects(instances):
     with pytest.raises(AnsibleFilterError):
         mirror_instances(instances, _BASE)
+
+
+def _found(path, checksum, mode='0644', owner='root', group='root'):
+    return {'path': path, 'checksum': checksum, 'mode': mode, 'pw_name': owner, 'gr_name': group}
+
+
+def test_stale_files_are_the_missing_and_the_different_ones():
+    wanted = [_found('/c/b.whl', 'bb'), _found('/c/a.whl', 'aa'), _found('/c/same.whl', 'ss')]
+    present = [_found('/h/same.whl', 'ss'), _found('/h/b.whl', 'old'), _found('/h/extra.whl', 'xx')]
+    assert [f['path'] for f in stale_files(wanted, present)] == ['/c/a.whl', '/c/b.whl']
+    assert stale_files([_found('/c/same.whl', 'ss')], [_found('/h/same.whl', 'ss')]) == []
+
+
+def test_stale_files_compares_mode_owner_and_group_when_given():
+    wanted = [_found('/c/a.jar', 'aa')]
+    assert stale_files(wanted, [_found('/h/a.jar', 'aa', mode='0600')], mode='0644') == wanted
+    assert stale_files(wanted, [_found('/h/a.jar', 'aa', mode='0600')]) == []
+    assert stale_files(wanted, [_found('/h/a.jar', 'aa', mode='644')], mode='0644') == []
+    assert stale_files(wanted, [_found('/h/a.jar', 'aa', owner='spark')], owner='root') == wanted
+    assert stale_files(wanted, [_found('/h/a.jar', 'aa', group='spark')], group='root') == wanted
+
+
+def test_stale_files_needs_checksums():
+    with pytest.raises(AnsibleFilterError, match='get_checksum'):
+        stale_files([{'path': '/c/a.jar'}], [])
+    with pytest.raises(AnsibleFilterError, match='two lists'):
+        stale_files('a', [])

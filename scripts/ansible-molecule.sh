@@ -3,12 +3,21 @@
 # fresh clone. Needs root (network namespaces, bridge, overlay mounts), Java + Maven (jars),
 # debootstrap + systemd-container (installed from the Debian mirror apt already uses, on first use).
 # Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [mm2_engine] [kerberos] [fleet]
-#   (default: all six, the test command's set)
+#   Without names: the CI form (the test command's set), default, mm2_engine and kerberos: the
+#   kafka_mirror engine on systemd, stock MirrorMaker 2 on systemd and supervisord, Kerberos with
+#   both engines. KAFKA_MIRROR_FULL=1 makes it the full form: all six, adding supervisord (the
+#   kafka_mirror engine under supervisord), spark_cluster (a standalone cluster of 2 workers) and
+#   fleet (3 hosts, topology as data, several instances per host, rolling restart).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}
 SCENARIOS=("$@")
-[ ${#SCENARIOS[@]} -eq 0 ] && SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos fleet)
+if [ ${#SCENARIOS[@]} -eq 0 ]; then
+  case ${KAFKA_MIRROR_FULL:-0} in
+    ""|0) SCENARIOS=(default mm2_engine kerberos) ;;
+    *) SCENARIOS=(default supervisord spark_cluster mm2_engine kerberos fleet) ;;
+  esac
+fi
 [ "$(id -u)" -eq 0 ] || { echo "molecule scenarios need root (network namespaces, nspawn)"; exit 2; }
 
 # shellcheck source=scripts/ansible-venv.sh

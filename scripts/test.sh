@@ -4,7 +4,8 @@
 #   2. the Ansible collection: ansible-lint (production), ansible-test sanity, galaxy-importer,
 #      unit tests, and its modules against real Kafka clusters
 #   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise)
-# Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only.
+# Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only. Long suites (fault
+# injection, Molecule) run in a short CI form; KAFKA_MIRROR_FULL=1 runs their full forms.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test

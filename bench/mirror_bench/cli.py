@@ -43,7 +43,7 @@ SMOKE: dict[str, object] = {
     "mm2_heap": "512m",
     "driver_memory": "768m",
     "drain_timeout": 60.0,
-    "timeout": 240.0,
+    "timeout": 360.0,
 }
 
 

@@ -153,8 +153,6 @@ class RealTimeWriter:
         self.run_key = run_key
         self.assignment = dict(assignment)
         self.stopping = threading.Event()
-        self.refused = threading.Event()
-        self.writing = threading.Event()
         self._lock = threading.Lock()
         self._jvm: Any = None
 

@@ -464,7 +464,7 @@ class FlowRunner:
             mine |= self.source.log_start_offsets(fresh)
         target_tps = sorted({(flow.target_topic(t), p) for t, p in mine})
         previous = self.last_writer
-        if previous is not None and previous.writing.is_set():
+        if isinstance(previous, BatchWriter) and previous.writing.is_set():
             # this process's producer may still hold records of the interrupted write: they
             # land before the target's end offsets are read
             self._wait_for_interrupted_write(spark, target_tps)

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/kafka-mirror demo --workdir "${DEMO_WORKDIR:-demo-work}" "$@"
+exec .venv/bin/kafka-mirror-demo --workdir "${DEMO_WORKDIR:-demo-work}" "$@"

@@ -53,7 +53,8 @@ PY
 extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".${extras}"
+# the product, and the test harness beside it (local clusters, KDC, stock MM2, the demo job)
+.venv/bin/python -m pip install -q -e ".${extras}" -e tests/harness
 if [ "${1:-}" = "--test" ]; then
   # the dashboard schema test's npm tools, pinned by tests/engine/data/grafana-schema's lockfile,
   # and the schema made from them: into a cache outside the repository (printed)

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 # Kerberos tests need a confluent-kafka whose librdkafka has GSSAPI (PyPI's has not): build and use it
 scripts/build-gssapi-client.sh --install .venv
-.venv/bin/ruff check src tests/engine $([ -d bench ] && echo bench)
+.venv/bin/ruff check src tests/engine tests/harness $([ -d bench ] && echo bench)
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
 # the Kerberos tests must run here, not skip (the GSSAPI client was installed above); the 25

@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 
 def end_offsets(admin: Any, topic: str, partitions: int, timeout: float = 10.0) -> list[int]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.testing.localcluster import (
+from kafka_mirror_testing.localcluster import (
     LocalKafkaCluster,
     free_port,
     stop_process,

@@ -33,8 +33,8 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewPartitions, OffsetSpec
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster, tail
-from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2
+from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
+from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2
 
 from . import km_driver, mm2_driver
 from .clusters import admin_client, start_clusters, stop_clusters

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster, tail
+from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
 
 from .clusters import admin_client, end_offsets
 from .common import CLK_TCK, MB, POLL_INTERVAL, SAMPLE_INTERVAL, TARGET_TOPIC, MirrorFailed

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
-from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 from .common import (
     CONSUMER_TUNING,

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kafka_mirror.testing.localcluster import LOOPBACK, free_port, stop_process, tail
+from kafka_mirror_testing.localcluster import LOOPBACK, free_port, stop_process, tail
 
 from .measures import process_tree
 

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 from .clusters import start_clusters, stop_clusters
 from .common import CEILING_TOPIC, SOURCE_TOPIC

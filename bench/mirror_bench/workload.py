@@ -14,7 +14,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 from .clusters import admin_client, end_offsets
 from .common import MB

@@ -6,7 +6,7 @@ single-node Kafka clusters on the bridge address, reachable by the test hosts.
     kerberos-realm.py stop  STATE_DIR             SIGTERM to the recorded PID, wait, remove STATE_DIR
     kerberos-realm.py serve STATE_DIR BRIDGE_IP   (what `start` runs) in the foreground until SIGTERM
 
-The KDC (krb5kdc -n from kafka_mirror.testing.localkdc, realm KAFKA-MIRROR.TEST) listens on BRIDGE_IP
+The KDC (krb5kdc -n from kafka_mirror_testing.localkdc, realm KAFKA-MIRROR.TEST) listens on BRIDGE_IP
 (free TCP/UDP ports). The two brokers have a SASL_PLAINTEXT GSSAPI listener on BRIDGE_IP
 (source 19492, destination 19592), advertised as that IP address, and a PLAINTEXT listener on
 127.0.0.1 only (set-up here; never reachable by the hosts). Service principals: kafka/BRIDGE_IP on
@@ -125,8 +125,8 @@ def write_json(path, data):
 
 
 def serve(state_dir, host):
-    sys.path.insert(0, os.path.join(REPO, 'src'))
-    from kafka_mirror.testing.localkdc import GSSAPI_LISTENER, LocalKdc, kerberized_cluster  # pylint: disable=import-error
+    sys.path[:0] = [os.path.join(REPO, 'src'), os.path.join(REPO, 'tests', 'harness')]
+    from kafka_mirror_testing.localkdc import GSSAPI_LISTENER, LocalKdc, kerberized_cluster  # pylint: disable=import-error
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

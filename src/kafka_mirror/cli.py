@@ -107,10 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the mirror's status URL (default from the config: "
                         "http://127.0.0.1:<mirror.metrics.port>/status)")
     status.add_argument("--json", action="store_true", help="the mirror's JSON document")
-
-    demo = sub.add_parser("demo", help="two local clusters, sample data, a mirror, a verify")
-    demo.add_argument("--workdir", type=Path, default=Path("demo-work"))
-    demo.add_argument("--records", type=int, default=20_000)
     return parser
 
 
@@ -367,10 +363,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _offsets(ns)
         if ns.command == "status":
             return _status(ns)
-        if ns.command == "demo":
-            from kafka_mirror.testing.demo import run_demo
-
-            return run_demo(ns.workdir, ns.records)
     except ConfigError as exc:
         print(f"kafka-mirror: configuration error: {exc}", file=sys.stderr)
         return 2

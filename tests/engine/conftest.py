@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mirror_process import running
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 BROKER_HEAP = "512m"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from kafka_mirror.testing.localcluster import LOOPBACK, free_port, stop_process, tail
+from kafka_mirror_testing.localcluster import LOOPBACK, free_port, stop_process, tail
 
 CONFIG = """\
 global:

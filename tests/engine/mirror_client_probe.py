@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror.jvm_artifacts import JvmArtifactsMissing, java_executable
-from kafka_mirror.testing.localcluster import write_properties
+from kafka_mirror_testing.localcluster import write_properties
 
 __all__ = ["MAIN_CLASS", "PROBE_HEAP", "PROBE_TARGET", "probe", "probe_classpath"]
 

@@ -27,7 +27,7 @@ from kafka_mirror.acl_sync import AclSync, plan_acls
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.config.model import FlowSpec
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 ALLOW = AclPermissionType.ALLOW
 DENY = AclPermissionType.DENY

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from mirror_process import CLI, MirrorProcess, end_offsets, mm2_properties, wait_for
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster, free_port
+from kafka_mirror_testing.localcluster import LocalKafkaCluster, free_port
 
 NOWHERE = "127.0.0.1:1"  # nothing listens: cases that fail before any cluster is asked
 BASE = (

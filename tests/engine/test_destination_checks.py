@@ -15,8 +15,8 @@ from mirror_process import MirrorProcess, end_offsets, mm2_properties, read_part
 
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.mm2 import mm2_from_text
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
 from kafka_mirror.topics import TopicSync
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka]
 

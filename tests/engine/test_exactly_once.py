@@ -33,7 +33,7 @@ from mirror_process import (
 )
 
 from kafka_mirror.engine.positions import FlowState
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 FLOW_DIR = "source_to_destination"

@@ -27,8 +27,8 @@ from mirror_process import (
     wait_for,
 )
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
-from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

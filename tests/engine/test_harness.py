@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
-from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 pytestmark = pytest.mark.kafka
 
@@ -274,3 +274,17 @@ def test_listener_binds_give_an_extra_listener_its_address_and_port(tmp_path: Pa
     assert cluster.bootstrap_for("GSSAPI") == "10.0.0.1:19999"
     with pytest.raises(ValueError, match="listener_binds names unknown listeners"):
         LocalKafkaCluster("bad", tmp_path, listener_binds={"PLAINTEXT": ("10.0.0.1", 0)})
+
+
+def test_the_product_wheel_holds_no_test_harness(tmp_path: Path) -> None:
+    """What ships (the wheel the collection installs on hosts) is product code only: the
+    harness is a distribution of its own (tests/harness), installed beside it for development."""
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path),
+                    str(repo)], check=True, timeout=300)
+    (wheel,) = tmp_path.glob("kafka_mirror-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "kafka_mirror/cli.py" in names
+    assert not [n for n in names if "testing" in n or n.startswith("tests/")], names

@@ -25,7 +25,7 @@ from kafka_mirror import jvm_artifacts
 from kafka_mirror.config.connector import connector_config
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 POLICY_SOURCES = Path(__file__).parent / "data" / "policy"
 POLICY = "kmtest.UnderscorePolicy"

@@ -25,8 +25,8 @@ from kafka_mirror.clients import librdkafka_config, parse_jaas
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.errors import ClusterUnreachable, ConfigError
 from kafka_mirror.kerberos import keytab_login
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
-from kafka_mirror.testing.localkdc import (
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localkdc import (
     GSSAPI_LISTENER,
     LocalKdc,
     combined_krb5_conf,

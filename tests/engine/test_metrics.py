@@ -30,7 +30,7 @@ from kafka_mirror.engine.session import (
 )
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.metrics import AGE_GRID_MS, LATENCY_BUCKETS, MirrorMetrics
-from kafka_mirror.testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
+from kafka_mirror_testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 
 FLOW = 'flow="source->destination"'
 REPO = Path(__file__).resolve().parents[2]

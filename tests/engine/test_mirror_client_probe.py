@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from mirror_client_probe import probe
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka]
 

@@ -33,7 +33,7 @@ from mirror_process import (
     wait_for,
 )
 
-from kafka_mirror.testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
+from kafka_mirror_testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

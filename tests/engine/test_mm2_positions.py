@@ -29,8 +29,8 @@ from kafka_mirror.mm2_positions import (
     read_mm2_positions,
     write_mm2_positions,
 )
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
-from kafka_mirror.testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
 MM2_HEAP = "384m"
 

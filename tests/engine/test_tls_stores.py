@@ -22,7 +22,7 @@ from mirror_process import MirrorProcess, end_offsets, wait_for
 from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 PASSWORD = "st0re-pass"
 

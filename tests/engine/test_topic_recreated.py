@@ -19,7 +19,7 @@ from mirror_process import (
     wait_for,
 )
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -26,7 +26,7 @@ from mirror_process import (
 )
 
 from kafka_mirror.mm2_records import Heartbeat, RecordFormatError
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -4,7 +4,7 @@ tests/integration/modules_kerberos.yml.
     python kerberos_cluster.py WORKDIR VARS_FILE KEYS_FILE
 
 The KDC (krb5kdc -n, realm KAFKA-MIRROR.TEST, free port, files under WORKDIR/kdc) and the broker
-come from the repository's kafka_mirror.testing.localkdc. The broker has a SASL_PLAINTEXT listener with
+come from the repository's kafka_mirror_testing.localkdc. The broker has a SASL_PLAINTEXT listener with
 GSSAPI (service principal kafka/localhost, advertised as localhost) and an ACL authorizer, so
 that each client principal can only do its own part:
 
@@ -72,8 +72,8 @@ def keytab_keys(kdc, keytab):
 
 def main():
     workdir, vars_file, keys_file = (os.path.abspath(a) for a in sys.argv[1:4])
-    sys.path.insert(0, os.path.join(REPO, 'src'))
-    from kafka_mirror.testing.localkdc import GSSAPI_LISTENER, LocalKdc, kerberized_cluster  # pylint: disable=import-error
+    sys.path[:0] = [os.path.join(REPO, 'src'), os.path.join(REPO, 'tests', 'harness')]
+    from kafka_mirror_testing.localkdc import GSSAPI_LISTENER, LocalKdc, kerberized_cluster  # pylint: disable=import-error
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

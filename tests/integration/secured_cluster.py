@@ -8,7 +8,7 @@ certificate for IP 127.0.0.1 signed by a throw-away CA made with openssl). The P
 in the listener's JAAS config, the SCRAM user is created with the Admin API. Passwords are random
 for each run. When the broker answers on every listener, the Ansible extra-vars (ports, users,
 passwords, CA path) are written to VARS_FILE as JSON; the cluster then stays up until SIGTERM or
-SIGINT and is stopped by its PID. Needs the repository's src/ (kafka_mirror.testing.localcluster) and the
+SIGINT and is stopped by its PID. Needs the repository's src/ (kafka_mirror_testing.localcluster) and the
 jars of `mvn -f jvm/pom.xml package`.
 """
 import json
@@ -72,8 +72,8 @@ def wait_authenticated(conf, timeout=30):
 
 def main():
     workdir, vars_file = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    sys.path.insert(0, os.path.join(REPO, 'src'))
-    from kafka_mirror.testing.localcluster import LocalKafkaCluster  # pylint: disable=import-error
+    sys.path[:0] = [os.path.join(REPO, 'src'), os.path.join(REPO, 'tests', 'harness')]
+    from kafka_mirror_testing.localcluster import LocalKafkaCluster  # pylint: disable=import-error
 
     plain_pw = 'plain-' + secrets.token_hex(12)
     scram_pw = 'scram-' + secrets.token_hex(12)

@@ -11,7 +11,7 @@ It needs the Debian packages krb5-kdc, krb5-admin-server (kadmin.local) and krb5
 which librdkafka runs), installed by ``scripts/setup.sh --test``; no root at run time.
 
 :func:`kerberized_cluster` builds a
-:class:`~kafka_mirror.testing.localcluster.LocalKafkaCluster` with a ``SASL_PLAINTEXT`` listener
+:class:`~kafka_mirror_testing.localcluster.LocalKafkaCluster` with a ``SASL_PLAINTEXT`` listener
 (name ``GSSAPI``) that authenticates with Kerberos: service principal ``kafka/localhost@REALM``,
 advertised as ``localhost`` (Kerberos clients derive the service principal from the broker's
 host name).
@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from kafka_mirror.testing.localcluster import (
+from kafka_mirror_testing.localcluster import (
     LOOPBACK,
     LocalKafkaCluster,
     free_port,

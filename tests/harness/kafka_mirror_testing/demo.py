@@ -1,10 +1,11 @@
-"""``kafka-mirror demo``: two local clusters, sample data, a mirror, and a verify.
+"""``kafka-mirror-demo``: two local clusters, sample data, a mirror, and a verify.
 
 Everything runs on loopback and is stopped at the end; what it does is what a user does.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kafka_mirror.testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 TOPICS = {"orders": 8, "payments": 3}
 
@@ -72,7 +73,7 @@ def run_demo(workdir: Path, records: int) -> int:
         print(f"demo: produced {records} records with keys, headers and timestamps: {expected}")
         config = workdir / "mm2.properties"
         config.write_text(
-            "# written by kafka-mirror demo: MirrorMaker 2 syntax\n"
+            "# written by kafka-mirror-demo: MirrorMaker 2 syntax\n"
             "clusters = source, destination\n"
             f"source.bootstrap.servers = {source.bootstrap}\n"
             f"destination.bootstrap.servers = {destination.bootstrap}\n"
@@ -110,3 +111,17 @@ def run_demo(workdir: Path, records: int) -> int:
             mirror.wait(30)
         destination.stop()
         source.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="kafka-mirror-demo",
+        description="two local Kafka clusters, sample data, a kafka-mirror run, a verify")
+    parser.add_argument("--workdir", type=Path, default=Path("demo-work"))
+    parser.add_argument("--records", type=int, default=20_000)
+    ns = parser.parse_args(argv)
+    return run_demo(ns.workdir, ns.records)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

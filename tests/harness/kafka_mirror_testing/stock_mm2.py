@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Self
 
 from kafka_mirror.jvm_artifacts import java_executable, kafka_classpath
-from kafka_mirror.testing.localcluster import (
+from kafka_mirror_testing.localcluster import (
     DEFAULT_JVM_FLAGS,
     LOG4J2_PROPERTIES,
     JvmProcess,

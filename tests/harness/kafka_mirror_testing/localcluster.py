@@ -6,7 +6,7 @@ with ``kafka.tools.StorageTool format --standalone``. It listens on free loopbac
 
 Command line (used by the demo)::
 
-    python -m kafka_mirror.testing.localcluster --workdir DIR
+    python -m kafka_mirror_testing.localcluster --workdir DIR
 
 starts clusters ``source`` and ``destination``, prints their bootstrap servers and stays up until
 SIGTERM / SIGINT.
@@ -637,7 +637,7 @@ def _stop_all_at_exit() -> None:
 # -------------------------------------------------------------------- CLI
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_mirror.testing.localcluster",
+        prog="python -m kafka_mirror_testing.localcluster",
         description="Start local 'source' and 'destination' Kafka clusters until SIGTERM/SIGINT.",
     )
     parser.add_argument("--workdir", type=Path, required=True, help="directory for data and logs")

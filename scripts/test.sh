@@ -15,13 +15,20 @@ scripts/build-gssapi-client.sh --install .venv
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
 # the Kerberos tests must run here, not skip (the GSSAPI client was installed above); the 25
-# slowest tests are listed at the end (where CI time goes). Should
-# the test process itself crash (a native library), its core's backtrace is printed.
+# slowest tests are listed at the end (where CI time goes). The tests run in
+# KAFKA_MIRROR_TEST_WORKERS pytest-xdist workers (default 2: most of a test's time is spent
+# waiting on brokers, Spark and mirrors; each worker has its own pair of clusters; the fault
+# tests stay on one worker). Should a test process crash (a native library), its core's
+# backtrace is printed.
 rm -f core core.[0-9]*
 rc=0
+workers=${KAFKA_MIRROR_TEST_WORKERS:-2}
+xdist=()
+[ "$workers" -gt 1 ] && xdist=(-n "$workers" --dist loadgroup)
 (ulimit -c unlimited 2>/dev/null || true
- KAFKA_MIRROR_REQUIRE_GSSAPI=1 exec .venv/bin/python -m pytest --durations=25 "$@") || rc=$?
-if [ "$rc" -ge 128 ]; then
+ KAFKA_MIRROR_REQUIRE_GSSAPI=1 exec .venv/bin/python -m pytest "${xdist[@]}" --durations=25 "$@") \
+  || rc=$?
+if [ "$rc" -ne 0 ]; then
   for core in core core.[0-9]*; do
     [ -f "$core" ] || continue
     if command -v gdb >/dev/null; then

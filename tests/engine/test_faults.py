@@ -39,7 +39,8 @@ from mirror_process import (
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+# one worker runs them all (pytest-xdist): the network cuts use fixed test addresses
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.xdist_group("faults")]
 
 FULL = os.environ.get("KAFKA_MIRROR_FULL", "") not in ("", "0")
 TOTAL = 12_000

@@ -250,11 +250,13 @@ def test_decode_offset_syncs_and_errors(
     props = destination_cluster.client_config()
     calls = {
         "syncs": ("decode-offset-syncs", (syncs_topic,)),
-        "absent": ("decode-checkpoints", (f"{alias}.absent", "5000")),
+        # the timeouts bound the wait for metadata only (an absent topic is named as soon as the
+        # metadata arrives): generous, as five probe JVMs start at once on a busy machine
+        "absent": ("decode-checkpoints", (f"{alias}.absent", "30000")),
         # a heartbeat key is too short for a checkpoint key
         "junk": ("decode-checkpoints", (junk,)),
         # Kafka itself would block for 60 s here; the probe checks the topic first
-        "no_checkpoints": ("translate", (f"{alias}z", "group", "5000")),
+        "no_checkpoints": ("translate", (f"{alias}z", "group", "30000")),
         "bad_command": ("decode-everything", ()),
     }
     with ThreadPoolExecutor(max_workers=len(calls)) as pool:

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
+from . import class_data
 from .common import MirrorFailed
 from .latency import run_latency
 from .throughput import command_line, run_throughput
@@ -119,6 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also run kafka-mirror with mirror.exactly.once.target = false and report the "
         "ratio to the default (exactly once on the target)",
+    )
+    parser.add_argument(
+        "--km-class-data-dir",
+        type=Path,
+        default=class_data.DIRECTORY,
+        metavar="DIR",
+        help="kafka-mirror's mirror.class.data.dir: the Spark driver's class data archive, built "
+        "there before anything is measured unless one that matches is there (default %(default)s)",
+    )
+    parser.add_argument(
+        "--km-cold-start",
+        action="store_true",
+        help="also run kafka-mirror without the class data archive (mirror.class.data.sharing = "
+        "false: a first start) and report the ratio to the default",
     )
     parser.add_argument(
         "--km-standalone",

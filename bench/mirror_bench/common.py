@@ -14,6 +14,7 @@ KM_METRICS = "kafka-mirror, metrics on"
 KM_AT_LEAST_ONCE = "kafka-mirror, exactly-once off"
 KM_STANDALONE = "kafka-mirror, Spark standalone"
 KM_REALTIME = "kafka-mirror, real-time"
+KM_COLD = "kafka-mirror, cold start"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SAMPLE_INTERVAL = 0.5
 POLL_INTERVAL = 0.2

@@ -27,6 +27,7 @@ from kafka_mirror_testing.localcluster import (
 from .common import (
     CONSUMER_TUNING,
     KM_AT_LEAST_ONCE,
+    KM_COLD,
     KM_METRICS,
     KM_REALTIME,
     KM_STANDALONE,
@@ -82,8 +83,10 @@ def kafka_mirror_config(
     consumer: Mapping[str, str] = CONSUMER_TUNING,
     producer: Mapping[str, str] = PRODUCER_TUNING,
     consumer_extra: Mapping[str, str] | None = None,
+    class_data_dir: Path | None = None,
 ) -> dict[str, str]:
-    """kafka-mirror's mm2.properties: the same client tuning keys as MirrorMaker 2's."""
+    """kafka-mirror's mm2.properties: the same client tuning keys as MirrorMaker 2's; the Spark
+    driver's class data archive in ``class_data_dir`` (None: without one, a first start)."""
     props: dict[str, str] = {
         "clusters": f"{SOURCE_ALIAS}, {TARGET_ALIAS}",
         f"{SOURCE_ALIAS}.bootstrap.servers": source.bootstrap,
@@ -94,6 +97,10 @@ def kafka_mirror_config(
         "replication.factor": "1",
         "refresh.topics.interval.seconds": str(refresh_seconds),
     }
+    if class_data_dir is None:
+        props["mirror.class.data.sharing"] = "false"
+    else:
+        props["mirror.class.data.dir"] = str(class_data_dir)
     if max_records_per_batch is not None:
         props["mirror.max.records.per.batch"] = str(max_records_per_batch)
     consumed = dict(consumer) | dict(consumer_extra or {})
@@ -204,13 +211,14 @@ def run_kafka_mirror(
     standalone: SparkStandalone | None = None,
     consumer_extra: Mapping[str, str] | None = None,
     realtime: Mapping[str, str] | None = None,
+    class_data_dir: Path | None = None,
 ) -> MirrorResult:
     """One kafka-mirror run; ``metrics`` turns its metrics endpoint on (scraped),
     ``exactly_once=False`` sets ``mirror.exactly.once.target = false`` (at-least-once), and
     ``standalone`` runs it on that (started) Spark cluster, whose CPU and memory count too."""
     props = kafka_mirror_config(
         source, destination, workload, max_records_per_batch, producer_extra,
-        consumer_extra=consumer_extra,
+        consumer_extra=consumer_extra, class_data_dir=class_data_dir,
     )
     if not exactly_once:
         props["mirror.exactly.once.target"] = "false"
@@ -238,7 +246,8 @@ def run_kafka_mirror(
     try:
         label = (KM_STANDALONE if standalone is not None else KM_METRICS if metrics
                  else KM_REALTIME if realtime is not None
-                 else NAME if exactly_once else KM_AT_LEAST_ONCE)
+                 else KM_AT_LEAST_ONCE if not exactly_once
+                 else NAME if class_data_dir is not None else KM_COLD)
         result = measure(
             label,
             mirror.start,

@@ -36,7 +36,7 @@ from confluent_kafka.admin import NewPartitions, OffsetSpec
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2
 
-from . import km_driver, mm2_driver
+from . import class_data, km_driver, mm2_driver
 from .clusters import admin_client, start_clusters, stop_clusters
 from .common import (
     CONSUMER_TUNING,
@@ -295,6 +295,8 @@ def run_latency(ns: argparse.Namespace, command: str) -> dict[str, Any]:
             for kind in kinds
         }
         clusters.extend(destinations.values())
+        if any(kind != "mm2" for kind in kinds):
+            class_data.prime(ns.km_class_data_dir)
         print(f"starting {len(clusters)} clusters (broker heap {ns.broker_heap} each)", flush=True)
         start_clusters(clusters)
         for kind, destination in destinations.items():
@@ -344,6 +346,7 @@ def run_latency(ns: argparse.Namespace, command: str) -> dict[str, Any]:
                     consumer=consumer_tuning,
                     producer=producer_tuning,
                     consumer_extra=dict(ns.km_consumer),
+                    class_data_dir=ns.km_class_data_dir,
                 )
                 if kind == "kafka-mirror-rt":
                     assert realtime is not None

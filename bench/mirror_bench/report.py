@@ -13,7 +13,14 @@ from typing import Any
 
 from confluent_kafka import libversion
 
-from .common import KM_AT_LEAST_ONCE, KM_METRICS, KM_REALTIME, KM_STANDALONE, MB
+from .common import (
+    KM_AT_LEAST_ONCE,
+    KM_COLD,
+    KM_METRICS,
+    KM_REALTIME,
+    KM_STANDALONE,
+    MB,
+)
 from .measures import MirrorResult
 from .workload import ProduceResult, Workload
 
@@ -61,6 +68,7 @@ def render_table(
             (KM_AT_LEAST_ONCE, "EO off", "off/on"),
             (KM_STANDALONE, "standalone", "st/local"),
             (KM_REALTIME, "real-time", "rt/mb"),
+            (KM_COLD, "cold start", "cold/warm"),
         )
         if (runs := [r for r in results if r.name == name])
     ]

@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
+from . import class_data
 from .clusters import start_clusters, stop_clusters
 from .common import CEILING_TOPIC, SOURCE_TOPIC
 from .km_driver import realtime_settings, run_kafka_mirror
@@ -98,6 +99,10 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
             mirrors.append("kafka-mirror-standalone")
         if ns.km_realtime and ns.only != "mm2":
             mirrors.append("kafka-mirror-realtime")
+        if ns.km_cold_start and ns.only != "mm2":
+            mirrors.append("kafka-mirror-cold")
+        if ns.only != "mm2":
+            class_data.prime(ns.km_class_data_dir)
         for round_no in range(1, ns.rounds + 1):
             # Alternate the order between rounds, so neither always runs first.
             order = mirrors if round_no % 2 else list(reversed(mirrors))
@@ -131,6 +136,7 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                            "kafka-mirror-standalone": f", Spark standalone, {ns.km_standalone} "
                                                       "workers of 1 core)",
                            "kafka-mirror-realtime": ", real-time mode)",
+                           "kafka-mirror-cold": ", without the class data archive)",
                            }.get(kind, ")"),
                         flush=True,
                     )
@@ -158,6 +164,8 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                             consumer_extra=dict(ns.km_consumer),
                             realtime=realtime_settings(ns.km_realtime_setting)
                             if kind == "kafka-mirror-realtime" else None,
+                            class_data_dir=None if kind == "kafka-mirror-cold"
+                            else ns.km_class_data_dir,
                         )
                     finally:
                         if standalone is not None:

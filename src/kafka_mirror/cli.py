@@ -314,6 +314,10 @@ def _describe_config(config: MirrorConfig, label: str) -> None:
         where = f"{config.metrics.bind_address}:{config.metrics.port}"
         print(f"metrics endpoint: http://{where}/metrics (health: /health/live, "
               "/health/ready; status: /status)")
+    if config.class_data_sharing:
+        data_dir = config.class_data_dir or "<state-dir>/class-data"
+        print(f"Spark driver class data: {data_dir} (a restart maps the classes the last run "
+              "loaded; mirror.class.data.sharing = false turns it off)")
     if config.raw:
         unset = [
             (key, values) for key, values in DIFFERENT_DEFAULTS.items()

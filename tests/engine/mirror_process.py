@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,9 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 CLI = [sys.executable, "-m", "kafka_mirror.cli"]
+# The Spark driver's class data archive, shared by the test mirrors of this machine (each builds
+# it when none matches; later starts map it: kafka_mirror.engine.class_data)
+CLASS_DATA_DIR = Path(tempfile.gettempdir()) / f"kafka-mirror-tests-class-data-{os.getuid()}"
 
 
 def mm2_properties(
@@ -31,7 +35,8 @@ def mm2_properties(
         "replication.factor = 1\n"
         "refresh.topics.interval.seconds = 3\n"
         "spark.driver.memory = 768m\n"
-        "spark.master = local[2]\n" + extra
+        "spark.master = local[2]\n"
+        f"mirror.class.data.dir = {CLASS_DATA_DIR}\n" + extra
     )
 
 

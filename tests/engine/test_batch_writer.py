@@ -45,3 +45,26 @@ def test_ends_before_come_from_the_previous_batch_only_when_it_ended_where_this_
     # a partition moving for the first time
     writer._last_after = {("A.t", 0): (50, 400)}
     assert writer._ends_before(moved, start) is None
+
+
+def test_py4j_does_not_log_a_refused_batch_as_an_error() -> None:
+    """py4j logs an exception of a Python callback with ``logger.exception``: the refusal of a
+    batch while stopping (StoppingBetweenBatches) is not an error and is not logged."""
+    import logging
+    import sys
+
+    from kafka_mirror.engine.batch_writer import StoppingBetweenBatches
+
+    py4j = logging.getLogger("py4j.clientserver")
+
+    def record(exc: BaseException) -> logging.LogRecord:
+        try:
+            raise exc
+        except BaseException:
+            return py4j.makeRecord(py4j.name, logging.ERROR, __file__, 1, "There was an "
+                                   "exception while executing the Python Proxy", (),
+                                   sys.exc_info())
+
+    assert not all(f.filter(record(StoppingBetweenBatches("flow a->b: stopping before batch 3")))
+                   for f in py4j.filters)
+    assert all(f.filter(record(RuntimeError("boom"))) for f in py4j.filters)

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mirror_process import CLASS_DATA_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
@@ -68,7 +69,9 @@ def test_realtime_settings_are_keys_kafka_mirror_knows() -> None:
 def test_benchmark_smoke_run(tmp_path: Path) -> None:
     report_path = tmp_path / "smoke.json"
     proc = subprocess.run(
-        [sys.executable, str(ENTRY), "--smoke", "--json", str(report_path)],
+        # the Spark driver's class data of the test mirrors (built once, mapped by every start)
+        [sys.executable, str(ENTRY), "--smoke", "--json", str(report_path),
+         "--km-class-data-dir", str(CLASS_DATA_DIR)],
         cwd=REPO,
         capture_output=True,
         text=True,

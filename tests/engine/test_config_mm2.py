@@ -308,3 +308,20 @@ def test_realtime_mode_and_what_it_refuses() -> None:
     ):
         with pytest.raises(ConfigError, match=rf"key '{key}', value '{value}'"):
             mm2_from_text(realtime + extra)
+
+
+def test_class_data_sharing_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kafka_mirror.cli import main
+
+    default = mm2_from_text(BASE)
+    assert default.class_data_sharing and default.class_data_dir is None
+    assert not [n for n in default.notices if "class.data" in n]
+    shared = mm2_from_text(BASE + "mirror.class.data.dir = /var/cache/km\n")
+    assert shared.class_data_dir == Path("/var/cache/km")
+    assert not mm2_from_text(BASE + "mirror.class.data.sharing = false\n").class_data_sharing
+    with pytest.raises(ConfigError, match=r"mirror\.class\.data\.sharing.*maybe"):
+        mm2_from_text(BASE + "mirror.class.data.sharing = maybe\n")
+    config = tmp_path / "mm2.properties"
+    config.write_text(BASE, encoding="utf-8")
+    assert main(["check-config", str(config)]) == 0
+    assert "Spark driver class data: <state-dir>/class-data" in capsys.readouterr().out

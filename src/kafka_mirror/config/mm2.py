@@ -37,7 +37,8 @@ from kafka_mirror.topic_filter import DEFAULT_TOPICS_EXCLUDE, TopicFilter
 
 _FLOW_KEY = re.compile(r"(?P<source>[^.>\s]+)->(?P<target>[^.\s]+)\.(?P<key>.+)")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
-ENGINE_KEYS = frozenset({"mirror.state.dir", "mirror.metrics.port", "mirror.metrics.bind.address"})
+ENGINE_KEYS = frozenset({"mirror.state.dir", "mirror.metrics.port", "mirror.metrics.bind.address",
+                         "mirror.class.data.sharing", "mirror.class.data.dir"})
 _PASSED_ON = ("spark.", "config.providers")
 
 
@@ -338,6 +339,7 @@ def mm2_from_properties(raw: Mapping[str, str], origin: str) -> MirrorConfig:
         )
     refuse_identity_loops(flows, origin)
     state_dir = props.get("mirror.state.dir")
+    class_data_dir = props.get("mirror.class.data.dir")
     return MirrorConfig(
         origin=origin,
         clusters=clusters,
@@ -348,6 +350,8 @@ def mm2_from_properties(raw: Mapping[str, str], origin: str) -> MirrorConfig:
         heartbeats=tuple(_heartbeats(props, aliases, clusters, origin)),
         raw=dict(props),
         metrics=metrics_settings(top),
+        class_data_sharing=top.boolean("mirror.class.data.sharing", True),
+        class_data_dir=Path(class_data_dir) if class_data_dir else None,
     )
 
 

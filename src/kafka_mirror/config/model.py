@@ -156,3 +156,8 @@ class MirrorConfig:
     heartbeats: tuple[HeartbeatSpec, ...] = ()
     raw: Mapping[str, str] = field(default_factory=dict)
     metrics: MetricsSettings | None = None
+    # mirror.class.data.sharing: the Spark driver's JVM maps the classes of the last run
+    # (kafka_mirror.engine.class_data)
+    class_data_sharing: bool = True
+    # mirror.class.data.dir (None: <state-dir>/class-data)
+    class_data_dir: Path | None = None

@@ -129,8 +129,11 @@ class StoppingBetweenBatches(RuntimeError):
 
 
 class _QuietStop(logging.Filter):
+    """py4j logs the refusal with its traceback (``logger.exception``): not an error."""
+
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage() + (str(record.exc_info[1]) if record.exc_info else "")
+        error = record.exc_info[1] if record.exc_info else None
+        text = record.getMessage() + (f"{type(error).__name__}: {error}" if error else "")
         return StoppingBetweenBatches.__name__ not in text
 
 

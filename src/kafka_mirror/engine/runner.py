@@ -34,6 +34,7 @@ from kafka_mirror.engine.batch_writer import (
     run_write_hooks,
 )
 from kafka_mirror.engine.batches import BatchHook, event_from_progress, observed_row, run_hooks
+from kafka_mirror.engine.class_data import CLASS_DATA_DIR, ClassData
 from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
 from kafka_mirror.engine.exactly_once import (
     TARGET_ENDS_FILE,
@@ -719,6 +720,36 @@ class FlowRunner:
         query.stop()
 
 
+class _SessionStart:
+    """The Spark session, started in a thread of its own while the control plane works (a
+    session built outside the main thread also leaves the mirror's SIGINT handler alone)."""
+
+    def __init__(self, conf: Mapping[str, str]) -> None:
+        self._spark: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._build, args=(dict(conf),),
+                                        name="spark-session-start", daemon=True)
+        self._thread.start()
+
+    def _build(self, conf: dict[str, str]) -> None:
+        try:
+            self._spark = build_session(conf)
+        except BaseException as exc:
+            self._error = exc
+
+    def session(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._spark
+
+    def discard(self) -> None:
+        """Stop the session once it started (the mirror did not get as far as using it)."""
+        self._thread.join()
+        if self._spark is not None:
+            self._spark.stop()
+
+
 def _partitions(assignment: Mapping[str, int]) -> list[tuple[str, int]]:
     """Every (topic, partition) of an assignment (topic to partition count), in order."""
     return [(topic, p) for topic, count in sorted(assignment.items()) for p in range(count)]
@@ -902,33 +933,47 @@ class Mirror:
         )
         # an unreachable Spark master fails before any cluster is touched
         wait_for_master(conf, self.connect_timeout)
-        admins = self.connect()
-        runners = {
-            flow.path_name: FlowRunner(flow, self.state_dir, admins, self.config.raw,
-                                       self.metrics)
-            for flow in self.config.flows
-        }
-        for runner in runners.values():
-            runner.peers = runners
-        # internal topics first (a heartbeats topic is mirrored like any topic), then the
-        # topic sync: problems surface before Spark starts
-        tasks, checkpointers, emitters = self.control_plane(runners, admins)
-        initial = {name: runner.sync_topics() for name, runner in runners.items()}
-        for name, runner in runners.items():
-            runner.check_resume(initial[name])
-        if all(runner.failed is not None for runner in runners.values()):
-            raise _stopped_for_good(runners)
-        for task in tasks:
-            task.start()
-        realtime = [n for n, r in runners.items() if r.flow.realtime and r.failed is None]
-        conf = realtime_master(conf, sum(sum(initial[n].values()) for n in realtime)) \
-            if realtime else conf
+        class_data = ClassData(self.config.class_data_dir or self.state_dir / CLASS_DATA_DIR) \
+            if self.config.class_data_sharing else None
+        if class_data is not None:
+            conf = class_data.spark_conf(conf)
+        # the driver's JVM starts while the control plane works (real-time flows first size
+        # local mode by their partitions)
+        early = None if any(f.realtime for f in self.config.flows) else _SessionStart(conf)
+        tasks: list[Periodic] = []
         try:
-            spark = build_session(conf)
-        except Exception:
+            admins = self.connect()
+            runners = {
+                flow.path_name: FlowRunner(flow, self.state_dir, admins, self.config.raw,
+                                           self.metrics)
+                for flow in self.config.flows
+            }
+            for runner in runners.values():
+                runner.peers = runners
+            # internal topics first (a heartbeats topic is mirrored like any topic), then the
+            # topic sync: problems surface before the first query starts
+            tasks, checkpointers, emitters = self.control_plane(runners, admins)
+            initial = {name: runner.sync_topics() for name, runner in runners.items()}
+            for name, runner in runners.items():
+                runner.check_resume(initial[name])
+            if all(runner.failed is not None for runner in runners.values()):
+                raise _stopped_for_good(runners)
+            for task in tasks:
+                task.start()
+            realtime = [n for n, r in runners.items() if r.flow.realtime and r.failed is None]
+            if early is not None:
+                spark = early.session()
+            else:
+                spark = build_session(realtime_master(
+                    conf, sum(sum(initial[n].values()) for n in realtime)) if realtime else conf)
+        except BaseException:
             for task in tasks:
                 task.stop()
+            if early is not None:
+                early.discard()
             raise
+        if class_data is not None:
+            class_data.started(spark)
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0).start()
         hooks: list[BatchHook] = [ProgressReporter(), lag]
@@ -978,5 +1023,7 @@ class Mirror:
                     runner.target_offsets.close()
             lag_flush.stop()
             lag.close()
+            if class_data is not None:
+                class_data.stop()
             spark.stop()
             log.info("stopped")

@@ -43,7 +43,8 @@ SMOKE: dict[str, object] = {
     "broker_heap": "512m",
     "mm2_heap": "512m",
     "driver_memory": "768m",
-    "drain_timeout": 60.0,
+    # a probe that falls behind on a loaded machine gets time to read every record
+    "drain_timeout": 240.0,
     "timeout": 360.0,
 }
 

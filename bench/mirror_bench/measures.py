@@ -70,6 +70,38 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
+# JVM threads by what they do: the JIT compilers' and the garbage collector's CPU is the part of
+# a JVM's CPU that is not the mirror's own work (thread names of HotSpot 17)
+THREAD_GROUPS = (
+    ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("gc", ("GC Thread", "G1 ", "VM Thread")),
+)
+
+
+def thread_group_ticks(pids: Sequence[int]) -> dict[str, int]:
+    """CPU ticks of the JIT compiler and GC threads of the processes ``pids`` (threads that
+    ended are not counted; HotSpot's compiler and GC threads live as long as the JVM)."""
+    out = {group: 0 for group, _ in THREAD_GROUPS}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            name = data[data.find(b"(") + 1 : data.rfind(b")")].decode(errors="replace")
+            fields = data[data.rfind(b")") + 2 :].split()
+            for group, prefixes in THREAD_GROUPS:
+                if name.startswith(prefixes):
+                    out[group] += int(fields[11]) + int(fields[12])
+                    break
+    return out
+
+
 def machine_busy_ticks() -> int:
     """Busy (non-idle, non-iowait) CPU ticks of the whole machine, from /proc/stat."""
     with open("/proc/stat", encoding="ascii") as fh:
@@ -172,6 +204,12 @@ class TreeSampler:
                 "samples": self.samples,
             }
 
+    def thread_groups(self) -> dict[str, int]:
+        """CPU ticks so far of the tree's JIT compiler and GC threads."""
+        with self._lock:
+            pids = [pid for pid, _ in self.own]
+        return thread_group_ticks(pids)
+
     def live_descendants(self) -> list[int]:
         """PIDs seen in the root's tree (other than the root) that still run with the same
         start."""
@@ -203,6 +241,9 @@ class MirrorResult:
     peak_rss_mb: float  # max over samples of the summed VmRSS of the tree
     sum_vmhwm_mb: float  # sum of each process's own peak RSS (an upper bound)
     cpu_seconds_at_first_record: float = 0.0  # startup cost
+    # CPU s of the tree's JIT compiler and GC threads between the first and the last record
+    jit_cpu_seconds_steady: float = 0.0
+    gc_cpu_seconds_steady: float = 0.0
     destination_records: int = 0
     ready_seconds: float | None = None  # start until the mirror logged that it runs
     brokers_cpu_seconds: float = 0.0  # both brokers, same interval
@@ -357,10 +398,12 @@ def measure(
         result = MirrorResult(label, workload.records, payload_bytes, 0.0, 0.0, 0.0, 0.0, 0.0)
         on_started(Measurement(result, sampler, started_wall))
         cpu_at_first: list[float] = []
+        groups_at_first: list[dict[str, int]] = []
 
         def on_first() -> None:
             sampler.sample()
             cpu_at_first.append(sampler.cpu_seconds())
+            groups_at_first.append(sampler.thread_groups())
 
         timeline: list[tuple[float, int]] = []
         try:
@@ -378,6 +421,7 @@ def measure(
                 timeline,
             )
             sampler.sample()
+            groups_at_done = sampler.thread_groups()
         finally:
             sampler.stop()
         busy = (machine_busy_ticks() - busy_before) / CLK_TCK
@@ -389,6 +433,11 @@ def measure(
         result.first_record_seconds = first
         result.cpu_seconds = snap["cpu_seconds"]
         result.cpu_seconds_at_first_record = cpu_at_first[0] if cpu_at_first else 0.0
+        if groups_at_first:
+            result.jit_cpu_seconds_steady = (
+                groups_at_done["jit"] - groups_at_first[0]["jit"]) / CLK_TCK
+            result.gc_cpu_seconds_steady = (
+                groups_at_done["gc"] - groups_at_first[0]["gc"]) / CLK_TCK
         result.timeline = timeline
         result.peak_rss_mb = snap["peak_rss_mb"]
         result.sum_vmhwm_mb = snap["sum_vmhwm_mb"]

@@ -937,12 +937,12 @@ class Mirror:
             if self.config.class_data_sharing else None
         if class_data is not None:
             conf = class_data.spark_conf(conf)
-        # the driver's JVM starts while the control plane works (real-time flows first size
-        # local mode by their partitions)
+        admins = self.connect()
+        # the clusters answer and their client settings hold: the driver's JVM starts while
+        # the control plane works (real-time flows first size local mode by their partitions)
         early = None if any(f.realtime for f in self.config.flows) else _SessionStart(conf)
         tasks: list[Periodic] = []
         try:
-            admins = self.connect()
             runners = {
                 flow.path_name: FlowRunner(flow, self.state_dir, admins, self.config.raw,
                                            self.metrics)

@@ -26,12 +26,14 @@ mvn -q -B -f jvm/pom.xml test
 # neither part shares ports, addresses or files with the other. Its output goes to a log that is
 # printed once the engine's tests are done.
 ansible_part() {
-  scripts/ansible-checks.sh lint sanity importer units awx modules || return 1
+  local part_rc=0
+  scripts/ansible-checks.sh lint sanity importer units awx modules || part_rc=1
   if [ "$(id -u)" -eq 0 ]; then
-    scripts/ansible-molecule.sh
+    scripts/ansible-molecule.sh || part_rc=1
   else
     echo "NOTICE: Molecule scenarios skipped: they need root (network namespaces, systemd-nspawn)"
   fi
+  return "$part_rc"
 }
 ansible_log=''
 ansible_pid=''

@@ -349,8 +349,8 @@ def kafka_python_admin_client(params, side, timeout=30):
     """A kafka-python KafkaAdminClient for one side; failures are KafkaModuleError naming the side.
 
     kafka-python retries authentication and TLS failures until its bootstrap timeout and then only
-    says "Unable to bootstrap": the client is built with short bootstrap attempts, and the errors
-    it logs are inspected between them."""
+    says "Unable to bootstrap": the client is built with short bootstrap attempts (3 s, each next
+    one twice as long), and the errors it logs are inspected between them."""
     from kafka.admin import KafkaAdminClient as _KafkaAdminClient
     from kafka import errors as kafka_errors
     retry_on = (kafka_errors.KafkaTimeoutError, getattr(kafka_errors, 'NoBrokersAvailable', kafka_errors.KafkaTimeoutError))
@@ -361,9 +361,13 @@ def kafka_python_admin_client(params, side, timeout=30):
     if logger.level == logging.NOTSET or logger.level > logging.WARNING:
         logger.setLevel(logging.WARNING)
     deadline = time.time() + timeout
+    tries = 0
     try:
         while True:
-            attempt = max(0.5, min(3.0, deadline - time.time()))
+            # 3 s, then twice as long each time: a loaded host or broker may need more than 3 s
+            # for the SASL exchange whose failure is looked for
+            attempt = max(0.5, min(3.0 * 2 ** tries, deadline - time.time()))
+            tries += 1
             del handler.records[:]
             try:
                 return _KafkaAdminClient(bootstrap_timeout_ms=int(attempt * 1000), **kafka_python_config(params, side, timeout))

@@ -197,3 +197,25 @@ def test_kafka_python_failures_auth_and_tls_are_fatal_others_retried():
     fatal, text = _kafka_python_failure([refused])
     assert not fatal and text.endswith('111 ECONNREFUSED')
     assert _kafka_python_failure([_record('no args')]) == (False, None)
+
+
+def test_kafka_python_bootstrap_attempts_grow_until_the_timeout(monkeypatch):
+    """Each bootstrap attempt is twice as long as the one before (3 s first), so an exchange
+    that needs more than 3 s on a loaded host still gets to its failure; the last one stops at
+    the timeout, and the error names the side."""
+    errors = pytest.importorskip('kafka.errors')
+    admin = pytest.importorskip('kafka.admin')
+    from ansible_collections.kafka.mirror.plugins.module_utils import kafka_connection
+    clock = [1000.0]
+    attempts = []
+
+    def fake_client(bootstrap_timeout_ms, **config):
+        attempts.append(bootstrap_timeout_ms)
+        clock[0] += bootstrap_timeout_ms / 1000.0
+        raise errors.KafkaTimeoutError('Unable to bootstrap')
+
+    monkeypatch.setattr(kafka_connection.time, 'time', lambda: clock[0])
+    monkeypatch.setattr(admin, 'KafkaAdminClient', fake_client)
+    with pytest.raises(KafkaModuleError, match=r'^destination cluster \(c:3, PLAINTEXT\): no answer within 20 s'):
+        kafka_connection.kafka_python_admin_client(_params(), 'destination', timeout=20)
+    assert attempts == [3000, 6000, 11000]

@@ -349,11 +349,16 @@ def kafka_python_admin_client(params, side, timeout=30):
     """A kafka-python KafkaAdminClient for one side; failures are KafkaModuleError naming the side.
 
     kafka-python retries authentication and TLS failures until its bootstrap timeout and then only
-    says "Unable to bootstrap": the client is built with short bootstrap attempts (3 s, each next
-    one twice as long), and the errors it logs are inspected between them."""
+    says "Unable to bootstrap": the side is first reached with librdkafka (connected_admin_client),
+    which names such failures; then the client is built with short bootstrap attempts (3 s, each
+    next one twice as long), and the errors it logs are inspected between them."""
     from kafka.admin import KafkaAdminClient as _KafkaAdminClient
     from kafka import errors as kafka_errors
     retry_on = (kafka_errors.KafkaTimeoutError, getattr(kafka_errors, 'NoBrokersAvailable', kafka_errors.KafkaTimeoutError))
+    # librdkafka names a failed authentication or TLS handshake as such; kafka-python 3 may only see
+    # the broker close the connection after a failed SASL exchange (its error response and the close
+    # arriving together on a loaded host), and then says "Unable to bootstrap"
+    connected_admin_client(params, side, timeout)
     kerberos_login(params, side, timeout)
     handler = _Records()
     logger = logging.getLogger('kafka')

@@ -28,6 +28,7 @@ import netns
 import pytest
 from confluent_kafka import Producer
 from mirror_process import (
+    CLASS_DATA_DIR,
     MirrorProcess,
     committed_offsets,
     end_offsets,
@@ -77,7 +78,9 @@ def mirror_config(path: Path, source: str, destination: str, topic: str, extra: 
         "refresh.topics.interval.seconds = 3\n"
         f"mirror.max.records.per.batch = {BATCH}\n"
         "mirror.lag.commit.interval.ms = 1000\n"
-        "spark.driver.memory = 768m\nspark.master = local[2]\n" + extra,
+        "spark.driver.memory = 768m\nspark.master = local[2]\n"
+        # the class data archive the test mirrors share (one built per machine, not one per test)
+        f"mirror.class.data.dir = {CLASS_DATA_DIR}\n" + extra,
         encoding="utf-8",
     )
     return path

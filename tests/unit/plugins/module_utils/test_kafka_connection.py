@@ -216,6 +216,9 @@ def test_kafka_python_bootstrap_attempts_grow_until_the_timeout(monkeypatch):
 
     monkeypatch.setattr(kafka_connection.time, 'time', lambda: clock[0])
     monkeypatch.setattr(admin, 'KafkaAdminClient', fake_client)
+    reached = []
+    monkeypatch.setattr(kafka_connection, 'connected_admin_client', lambda params, side, timeout: reached.append(side))
     with pytest.raises(KafkaModuleError, match=r'^destination cluster \(c:3, PLAINTEXT\): no answer within 20 s'):
         kafka_connection.kafka_python_admin_client(_params(), 'destination', timeout=20)
+    assert reached == ['destination']  # librdkafka first: it names authentication failures
     assert attempts == [3000, 6000, 11000]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 from kafka_mirror.config.model import ClusterSpec
@@ -137,11 +137,22 @@ def _end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[tuple[str, int]
     if topic not in meta.topics or meta.topics[topic].error is not None:
         return {}
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "mm2-pos-ends"})
+
+    def end(partition: int) -> int:
+        # a topic just created may not have its leaders everywhere yet on a loaded machine
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return int(consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=10)[1])
+            except KafkaException as e:
+                if (e.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION
+                        or time.monotonic() > deadline):
+                    raise
+                time.sleep(0.2)
+
     try:
-        return {
-            (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in meta.topics[topic].partitions
-        }
+        return {(topic, p): end(p) for p in meta.topics[topic].partitions}
     finally:
         consumer.close()
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
+from mirror_process import end_offsets
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ConfigError, MirrorError
@@ -133,28 +134,18 @@ def _produce_values(
 
 
 def _end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[tuple[str, int], int]:
+    """End offset of every partition of ``topic`` ({} when the topic does not exist); a topic
+    just created may not have its leaders everywhere yet on a loaded machine: up to 30 s."""
     meta = cluster.admin().list_topics(timeout=10)
     if topic not in meta.topics or meta.topics[topic].error is not None:
         return {}
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "mm2-pos-ends"})
-
-    def end(partition: int) -> int:
-        # a topic just created may not have its leaders everywhere yet on a loaded machine
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                return int(consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=10)[1])
-            except KafkaException as e:
-                if (e.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION
-                        or time.monotonic() > deadline):
-                    raise
-                time.sleep(0.2)
-
-    try:
-        return {(topic, p): end(p) for p in meta.topics[topic].partitions}
-    finally:
-        consumer.close()
+    count = len(meta.topics[topic].partitions)
+    deadline = time.monotonic() + 30
+    while len(ends := end_offsets(cluster, topic)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: end offsets of {len(ends)} of {count} partitions")
+        time.sleep(0.2)
+    return {(topic, p): end for p, end in ends.items()}
 
 
 def _wait_for_count(cluster: LocalKafkaCluster, topic: str, count: int, timeout: float) -> None:

@@ -45,6 +45,11 @@ _COORDINATOR_PENDING = frozenset(
 )
 
 
+def _error_code(exc: KafkaException) -> int | None:
+    error = exc.args[0] if exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
+
+
 def _coordinator_pending(error: KafkaError) -> bool:
     return error.code() in _COORDINATOR_PENDING or bool(error.retriable())
 
@@ -147,9 +152,10 @@ class ClusterAdmin:
             for tp, future in futures.items()
         }
 
-    def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str]:
+    def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str] | None:
         """The topic ID of each topic that exists (a topic deleted and created again under the
-        same name gets a new one)."""
+        same name gets a new one); None when the cluster has no topic IDs to give (brokers
+        older than Kafka 2.8)."""
         if not topics:
             return {}
         futures = self.client.describe_topics(TopicCollection(topics), request_timeout=timeout)
@@ -158,9 +164,11 @@ class ClusterAdmin:
             try:
                 ids[topic] = str(future.result(timeout=timeout).topic_id)
             except KafkaException as exc:
-                if exc.args and getattr(exc.args[0], "code", lambda: None)() == \
-                        KafkaError.UNKNOWN_TOPIC_OR_PART:
+                code = _error_code(exc)
+                if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue  # deleted meanwhile
+                if code in (KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION):
+                    return None
                 raise
         return ids
 

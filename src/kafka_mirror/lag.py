@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kafka_mirror.clients import consumer_properties, librdkafka_config
 from kafka_mirror.config.model import FlowSpec
@@ -54,7 +54,10 @@ class LagCommitter:
             self._flows[flow.name] = flow
             if event.moved:
                 self._pending[flow.name] = event.source_end
-        self.flush_due()
+        try:
+            self.flush_due()
+        except KafkaException as exc:  # kept; the periodic flush retries and reports failures
+            log.debug("flow %s: lag commit failed after a batch: %s", flow.name, exc)
 
     def advance(self, flow: FlowSpec, positions: Positions) -> None:
         """Real-time mode: the positions after the records the target acknowledged (committed

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kafka_mirror.engine.positions import (
     FlowState,
+    TopicIdsUnknown,
     committed_positions,
+    ids_to_record,
     recreated_topics,
     starting_offsets,
 )
@@ -66,6 +70,36 @@ def test_recreated_only_when_both_ids_are_known() -> None:
     assert recreated_topics({}, {"t": "b"}) == {}  # a generation from before topic IDs
     assert recreated_topics({"t": "a"}, {}) == {}  # IDs not readable now
     assert recreated_topics({"t": "a", "u": "c"}, {"t": "b", "u": "c"}) == {"t": ("a", "b")}
+
+
+def test_a_generation_never_starts_without_the_ids_of_its_topics() -> None:
+    """A topic deleted between the listing and the ID read (or IDs not read at all) holds the
+    start back: recorded without its ID, a re-creation could never be found again."""
+    assert ids_to_record(["u", "t"], {"t": "a", "u": "c"}, None, {}) == {"t": "a", "u": "c"}
+    with pytest.raises(TopicIdsUnknown, match=r"^source topic t not found when its query was to "
+                                              r"start \(deleted meanwhile\?\)"):
+        ids_to_record(["t", "u"], {"u": "c"}, None, {"t": "a"})
+    with pytest.raises(TopicIdsUnknown, match=r"^source topic IDs not read \(timed out\)"):
+        ids_to_record(["t"], {}, "timed out", {})
+    assert ids_to_record(["t"], None, None, {"t": "a"}) == {}  # no topic IDs (before 2.8)
+
+
+def test_a_generation_remembers_the_ids_of_topics_gone_from_it(tmp_path: Path) -> None:
+    """Deleted, a topic leaves the next generation; created again later under its name, the
+    remembered old ID is what tells it is a new topic (its old positions and offset translation
+    are dropped)."""
+    state = FlowState(tmp_path / "flow")
+    first = state.new_generation({"t": "a", "u": "c"})
+    _batch(first, 0, {"t": {"0": 200}, "u": {"0": 2}}, commit=True)
+    # t deleted: the next generation mirrors u only
+    ids = ids_to_record(["u"], {"u": "c"}, None, state.newest_topic_ids())
+    assert ids == {"t": "a", "u": "c"}
+    second = state.new_generation(ids)
+    _batch(second, 0, {"u": {"0": 3}}, commit=True)
+    # t created again: its new ID differs from the one remembered with the last commit
+    positions, known = state.last_committed() or ({}, {})
+    assert positions == {("u", 0): 3}
+    assert recreated_topics(known, {"t": "b", "u": "c"}) == {"t": ("a", "b")}
 
 
 def test_starting_offsets_cover_every_partition() -> None:

@@ -1,10 +1,12 @@
 """A source topic deleted and created again under the same name (a new topic ID) is mirrored
 from the new topic's start: the old topic's positions are never applied to the new one, whether
-it happens while the mirror runs or while it is stopped."""
+it happens while the mirror runs (within one topic refresh, or after the mirror has seen the
+topic gone) or while it is stopped."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +35,14 @@ def _produce(cluster: LocalKafkaCluster, topic: str, tag: str, counts: dict[int,
     assert producer.flush(60) == 0
 
 
-def _recreate(cluster: LocalKafkaCluster, topic: str, partitions: int) -> None:
-    """Delete the topic, then create it again once the cluster lets it (a new topic ID)."""
+def _recreate(cluster: LocalKafkaCluster, topic: str, partitions: int,
+              meanwhile: Callable[[], None] = lambda: None) -> None:
+    """Delete the topic, then (after ``meanwhile``) create it again once the cluster lets it
+    (a new topic ID)."""
     admin: Any = cluster.admin()
     for future in admin.delete_topics([topic], operation_timeout=30).values():
         future.result(timeout=60)
+    meanwhile()
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -54,6 +59,9 @@ def _mirrored(destination: LocalKafkaCluster, target: str,
     got = read_partitions(destination, target)
     return all(first_occurrences(got.get(p, [])) == records for p, records in expected.items())
 
+
+# the flow mirrors the heartbeats topic too
+WITHOUT_IT = "mirroring 1 topics, 1 partitions"
 
 # real-time mode: no batch ends while the test runs, the acknowledged positions are all it has
 MODES = {
@@ -88,11 +96,23 @@ def test_topic_deleted_and_created_again_is_mirrored_from_its_start(
             expected[partition] += records
         wait_for(lambda: _mirrored(destination_cluster, target, expected), 240,
                  "the re-created topic mirrored from its start", mirror)
+        recreated = f"source topic {topic} was deleted and created again (topic ID "
+        assert mirror.output().count(recreated) == 1, mirror.output()[-3000:]
+        # once more, created again only after the mirror has seen the topic gone (its query
+        # restarted without it): the old topic's ID is remembered all the same
+        runs_without = mirror.output().count(WITHOUT_IT)
+        _recreate(source_cluster, topic, 2, lambda: wait_for(
+            lambda: mirror.output().count(WITHOUT_IT) > runs_without, 120,
+            "the mirror restarted without the deleted topic", mirror))
+        _produce(source_cluster, topic, "again", {0: 40, 1: 20})
+        for partition, records in read_partitions(source_cluster, topic).items():
+            expected[partition] += records
+        wait_for(lambda: _mirrored(destination_cluster, target, expected), 240,
+                 "the topic created again after it was seen gone mirrored from its start", mirror)
         code, _ = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
         output = mirror.output()
-        assert f"source topic {topic} was deleted and created again (topic ID " in output, \
-            output[-3000:]
+        assert output.count(recreated) == 2, output[-3000:]
     finally:
         mirror.cleanup()
 

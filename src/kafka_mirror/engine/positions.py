@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from kafka_mirror.errors import MirrorError
 
 Positions = dict[tuple[str, int], int]
 _PREFIX = "gen-"
@@ -102,6 +104,39 @@ def recreated_topics(
         for topic, old in sorted(known.items())
         if topic in current and current[topic] != old
     }
+
+
+class TopicIdsUnknown(MirrorError):
+    """A query run cannot start yet: the IDs of its source topics are not known."""
+
+
+def ids_to_record(
+    topics: Iterable[str], ids: Mapping[str, str] | None, read_error: str | None,
+    remembered: Mapping[str, str],
+) -> dict[str, str]:
+    """The source topic IDs a new generation records: those of ``topics`` (the ones it
+    mirrors) from the last read of them, ``ids`` (None when the cluster has no topic IDs:
+    brokers before Kafka 2.8) or the reason that read failed; and the ``remembered`` IDs of
+    topics no longer mirrored (a topic deleted is gone from the next generation, and when one
+    of its name comes back, that it is a new topic is only known from its old ID).
+
+    A generation never starts blind: positions applied to a topic deleted and created again
+    under the same name would skip or misplace its records. So when the IDs were not read, or
+    a topic was not found (deleted between the listing and the read), this raises and the start
+    waits for the next attempt."""
+    wanted = set(topics)
+    if read_error is not None:
+        raise TopicIdsUnknown(
+            f"source topic IDs not read ({read_error}); not starting before they are known")
+    if ids is None:
+        return {}
+    missing = sorted(wanted - set(ids))
+    if missing:
+        raise TopicIdsUnknown(
+            f"source topic {', '.join(missing)} not found when its query was to start (deleted "
+            f"meanwhile?); not starting before its topic ID is known")
+    kept = {topic: old for topic, old in remembered.items() if topic not in wanted}
+    return dict(sorted({**kept, **{topic: ids[topic] for topic in wanted}}.items()))
 
 
 class FlowState:

@@ -49,8 +49,10 @@ from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
 from kafka_mirror.engine.positions import (
     FlowState,
     Positions,
+    TopicIdsUnknown,
     batch_end_positions,
     batch_start_positions,
+    ids_to_record,
     recreated_topics,
     starting_offsets,
 )
@@ -247,7 +249,9 @@ class FlowRunner:
         self.topic_ids: dict[str, str] = {}
         self.started_ids: dict[str, str] = {}
         self._reported_ids: set[tuple[str, str]] = set()
-        self._ids_warned = False
+        self._ids_warned = False  # the source cluster has no topic IDs (reported once)
+        # the last read of the IDs: what it found (None: the cluster has none) or why it failed
+        self._ids_read: dict[str, str] | str | None = {}
 
     def start_control(self) -> None:
         """Internal topics the flow writes exist before any batch runs."""
@@ -264,18 +268,22 @@ class FlowRunner:
         return assignment
 
     def _source_topic_ids(self, topics: list[str]) -> dict[str, str]:
-        """The source topics' IDs; none (no re-creation check this time) when they cannot be
-        read."""
+        """The source topics' IDs (none when the cluster has none, or when they could not be
+        read this time: the running query goes on and a re-creation is found at the next
+        read, but no query starts; see ``ids_to_record``)."""
         try:
             ids = self.source.topic_ids(topics)
         except Exception as exc:
+            self._ids_read = _first_line(str(exc))
+            return {}
+        self._ids_read = ids
+        if ids is None:
             if not self._ids_warned:
-                log.warning("flow %s: source topic IDs not read (%s); a topic deleted and created "
-                            "again is not detected until they are", self.flow.name,
-                            _first_line(str(exc)))
+                log.warning("flow %s: the source cluster has no topic IDs (brokers before Kafka "
+                            "2.8): a topic deleted and created again under the same name is "
+                            "not detected", self.flow.name)
                 self._ids_warned = True
             return {}
-        self._ids_warned = False
         return ids
 
     def resume_positions(self) -> Positions | None:
@@ -373,6 +381,10 @@ class FlowRunner:
         if not assignment:
             log.info("flow %s: no source topic matches yet", self.flow.name)
             return
+        read = self._ids_read
+        ids = ids_to_record(assignment, None if read is None else self.topic_ids,
+                            read if isinstance(read, str) else None,
+                            {**self.state.newest_topic_ids(), **self.started_ids})
         known = self.resume_positions()
         resumed = known is not None
         if known is None:
@@ -398,8 +410,8 @@ class FlowRunner:
                         if peer is not self)
             task_slots_needed(self.flow, assignment,
                               int(spark.sparkContext.defaultParallelism), taken)
-        checkpoint = self.state.new_generation(self.topic_ids)
-        self.started_ids = dict(self.topic_ids)
+        checkpoint = self.state.new_generation(ids)
+        self.started_ids = ids
         self.state.prune(keep=checkpoint)
         writer: BatchWriter | RealTimeWriter
         if self.flow.realtime:
@@ -989,7 +1001,7 @@ class Mirror:
                 if runner.failed is None:
                     try:
                         runner.follow(spark, initial[name])
-                    except SkipNotKnown as exc:  # retried by tick(), as any failure
+                    except (SkipNotKnown, TopicIdsUnknown) as exc:  # retried by tick()
                         runner.failed_attempt(exc, time.monotonic())
             self._beat(runners)
             while not stop.wait(1.0):

@@ -66,6 +66,7 @@ def test_realtime_settings_are_keys_kafka_mirror_knows() -> None:
 
 @pytest.mark.kafka
 @pytest.mark.spark
+@pytest.mark.xdist_group("class-data")  # see test_class_data: one archive build at a time
 def test_benchmark_smoke_run(tmp_path: Path) -> None:
     report_path = tmp_path / "smoke.json"
     proc = subprocess.run(

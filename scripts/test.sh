@@ -12,6 +12,8 @@ scripts/setup.sh --test
 # Kerberos tests need a confluent-kafka whose librdkafka has GSSAPI (PyPI's has not): build and use it
 scripts/build-gssapi-client.sh --install .venv
 .venv/bin/ruff check src tests/engine tests/harness $([ -d bench ] && echo bench)
+# the layers of README's module map (the contract is in pyproject.toml)
+.venv/bin/lint-imports
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
 # the Kerberos tests must run here, not skip (the GSSAPI client was installed above); the 25

@@ -50,7 +50,7 @@ def kafka_mirror_executable() -> list[str]:
     if script.is_file():
         return [str(script)]
     found = shutil.which("kafka-mirror")
-    return [found] if found else [sys.executable, "-m", "kafka_mirror.cli"]
+    return [found] if found else [sys.executable, "-m", "kafka_mirror.cli.main"]
 
 
 def realtime_settings(settings: Sequence[tuple[str, str]]) -> dict[str, str]:

@@ -23,10 +23,10 @@ from confluent_kafka.admin import (
 )
 from mirror_process import running
 
-from kafka_mirror.acl_sync import AclSync, plan_acls
-from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.control.acl_sync import AclSync, plan_acls
+from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 ALLOW = AclPermissionType.ALLOW
@@ -241,7 +241,7 @@ def test_target_that_denies_creating_acls_is_a_warning_naming_it(
     source = _FakeClient([acl("t")])
     target = _FakeClient(create_error=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
     sync = _sync(source, target)
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.control.acl_sync"):
         assert sync.run() == 0
         assert sync.run() == 0  # tried again at the next interval
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -257,7 +257,7 @@ def test_target_that_denies_describing_acls_is_a_warning(
 ) -> None:
     source = _FakeClient([acl("t")])
     target = _FakeClient(describe_error=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
-    with caplog.at_level(logging.WARNING, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.WARNING, logger="kafka_mirror.control.acl_sync"):
         assert _sync(source, target).run() == 0
     assert "cannot describe topic ACLs on the target cluster 'B'" in caplog.text
     assert target.created == []
@@ -273,19 +273,19 @@ def test_nothing_to_copy_does_not_touch_the_target() -> None:
 def test_empty_source_listing_is_looked_into(caplog: pytest.LogCaptureFixture) -> None:
     # librdkafka turns "no authorizer" and "DESCRIBE denied" into an empty list
     target = _FakeClient(describe_error=KafkaError.CLUSTER_AUTHORIZATION_FAILED)
-    with caplog.at_level(logging.DEBUG, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.DEBUG, logger="kafka_mirror.control.acl_sync"):
         assert _sync(_FakeClient(describe_denied=True), target).run() == 0
     assert "cannot describe topic ACLs on the source cluster 'A'" in caplog.text
     caplog.clear()
     sync = _sync(_FakeClient(authorizer=""), target)
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.control.acl_sync"):
         assert sync.run() == 0
         assert sync.run() == 0
     assert [r.getMessage()[:60] for r in caplog.records] == [
         "A->B: no ACL authorizer is configured on the source cluster 'A'"[:60]
     ]
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.control.acl_sync"):
         assert _sync(_FakeClient(), target).run() == 0  # really no ACLs: silent
     assert caplog.records == []
 
@@ -366,7 +366,7 @@ def test_topic_acls_are_synced_to_a_real_cluster_like_mm2(
     }
 
     sync = AclSync(flow, ClusterAdmin(flow.source), ClusterAdmin(flow.target))
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.control.acl_sync"):
         assert sync.run() == len(synced) - 1
     assert _wait_visible(target_admin, synced) == synced | set(already)
     assert "created ACL on cluster 'B': User:bob ALLOW READ on topic A.payments" in caplog.text
@@ -381,7 +381,7 @@ def test_topic_acls_are_synced_to_a_real_cluster_like_mm2(
     ])
     _create(source_admin, [acl("orders", DESCRIBE, ALLOW, "User:erin")])
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.control.acl_sync"):
         assert sync.run() == 0
     assert "cannot create topic ACLs on the target cluster 'B'" in caplog.text
     assert acl("A.orders", DESCRIBE, ALLOW, "User:erin") not in _describe_all(target_admin)
@@ -394,7 +394,7 @@ def test_source_without_authorizer_is_skipped_with_one_log(
 ) -> None:
     flow = make_flow("", source_cluster.bootstrap, destination_cluster.bootstrap)
     sync = AclSync(flow, ClusterAdmin(flow.source), ClusterAdmin(flow.target))
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.acl_sync"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.control.acl_sync"):
         assert sync.run() == 0
         assert sync.run() == 0
     messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]

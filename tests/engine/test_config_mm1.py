@@ -7,12 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror.cli import build_parser
-from kafka_mirror.clients import consumer_properties, producer_properties, spark_source_options
+from kafka_mirror.cli.main import build_parser
 from kafka_mirror.config.mm1 import legacy_config
 from kafka_mirror.config.model import MetricsSettings
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.policy import IdentityReplicationPolicy
+from kafka_mirror.kafka.clients import (
+    consumer_properties,
+    producer_properties,
+    spark_source_options,
+)
+from kafka_mirror.mm2.policy import IdentityReplicationPolicy
 
 
 def _files(tmp_path: Path) -> tuple[Path, Path]:

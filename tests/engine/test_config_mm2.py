@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror.clients import (
+from kafka_mirror.config.mm2 import load_mm2, mm2_from_text
+from kafka_mirror.config.properties import parse_properties
+from kafka_mirror.errors import ConfigError
+from kafka_mirror.kafka.clients import (
     consumer_properties,
     librdkafka_config,
     producer_properties,
     spark_sink_options,
     spark_source_options,
 )
-from kafka_mirror.config.mm2 import load_mm2, mm2_from_text
-from kafka_mirror.config.properties import parse_properties
-from kafka_mirror.errors import ConfigError
-from kafka_mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from kafka_mirror.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 DATA = Path(__file__).parent / "data"
 
@@ -244,7 +244,7 @@ def test_empty_separator_applied_as_mm2_applies_it() -> None:
 def test_check_config_says_where_defaults_differ_and_legacy_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kafka_mirror.cli import main
+    from kafka_mirror.cli.main import main
 
     config = tmp_path / "mm2.properties"
     config.write_text(BASE + "replication.factor = 3\n", encoding="utf-8")
@@ -311,7 +311,7 @@ def test_realtime_mode_and_what_it_refuses() -> None:
 
 
 def test_class_data_sharing_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from kafka_mirror.cli import main
+    from kafka_mirror.cli.main import main
 
     default = mm2_from_text(BASE)
     assert default.class_data_sharing and default.class_data_dir is None

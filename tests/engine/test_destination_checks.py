@@ -13,9 +13,9 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 from mirror_process import MirrorProcess, end_offsets, mm2_properties, read_partitions, wait_for
 
-from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.mm2 import mm2_from_text
-from kafka_mirror.topics import TopicSync
+from kafka_mirror.control.topics import TopicSync
+from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka]
@@ -69,7 +69,7 @@ def test_log_append_time_and_small_limit_reported_when_configs_not_synced(
     _visible(destination_cluster, f"source.{prefix}-create", f"source.{prefix}-append")
     sync = _topic_sync(source_cluster, destination_cluster, prefix,
                        "sync.topic.configs.enabled = false\n")
-    with caplog.at_level(logging.WARNING, logger="kafka_mirror.topics"):
+    with caplog.at_level(logging.WARNING, logger="kafka_mirror.control.topics"):
         sync.sync()
         sync.sync()  # reported once
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -110,7 +110,7 @@ def test_log_append_time_and_small_limit_fixed_when_configs_synced(
                                      config={"message.timestamp.type": "LogAppendTime"})
     _visible(destination_cluster, f"source.{prefix}-a")
     sync = _topic_sync(source_cluster, destination_cluster, prefix)
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.topics"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.control.topics"):
         sync.sync()
     configs = _topic_configs(destination_cluster, f"source.{prefix}-a")
     assert configs["message.timestamp.type"] == "CreateTime"
@@ -248,7 +248,7 @@ def test_records_deleted_before_they_were_mirrored_are_named(
 def test_producer_request_size_follows_the_largest_source_limit(
     extra: str, largest: int, expected: str | None
 ) -> None:
-    from kafka_mirror.clients import spark_sink_options
+    from kafka_mirror.kafka.clients import spark_sink_options
 
     config = mm2_from_text(
         "clusters = source, destination\nsource.bootstrap.servers = a:1\n"

@@ -28,7 +28,7 @@ from mirror_process import (
 )
 
 from kafka_mirror.config.mm2 import load_mm2
-from kafka_mirror.failover import translate
+from kafka_mirror.control.failover import translate
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 

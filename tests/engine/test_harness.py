@@ -286,5 +286,5 @@ def test_the_product_wheel_holds_no_test_harness(tmp_path: Path) -> None:
                     str(repo)], check=True, timeout=300)
     (wheel,) = tmp_path.glob("kafka_mirror-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "kafka_mirror/cli.py" in names
+    assert "kafka_mirror/cli/main.py" in names
     assert not [n for n in names if "testing" in n or n.startswith("tests/")], names

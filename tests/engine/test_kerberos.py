@@ -19,12 +19,13 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from mirror_process import MirrorProcess, read_partitions, wait_for
 
-from kafka_mirror import cli, kerberos
-from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.clients import librdkafka_config, parse_jaas
+from kafka_mirror.cli import main as cli
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.errors import ClusterUnreachable, ConfigError
-from kafka_mirror.kerberos import keytab_login
+from kafka_mirror.kafka import kerberos
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import librdkafka_config, parse_jaas
+from kafka_mirror.kafka.kerberos import keytab_login
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.localkdc import (
     GSSAPI_LISTENER,

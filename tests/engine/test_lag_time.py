@@ -1,4 +1,4 @@
-"""Lag in seconds (kafka_mirror.lag_time) and the metrics series that follow a flow's
+"""Lag in seconds (kafka_mirror.observability.lag_time) and the metrics series that follow a flow's
 features, topics and partitions, without Kafka or Spark."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from prometheus_client import generate_latest
 
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
+from kafka_mirror.control.topics import TopicPlan, TopicSync
 from kafka_mirror.engine.batches import BatchCommitted, progress_time
-from kafka_mirror.lag_time import TABLE_SIZE, PartitionLagClock
-from kafka_mirror.metrics import MirrorMetrics
-from kafka_mirror.topics import TopicPlan, TopicSync
+from kafka_mirror.observability.lag_time import TABLE_SIZE, PartitionLagClock
+from kafka_mirror.observability.metrics import MirrorMetrics
 
 BASE = ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
         "a->b.enabled = true\n")
@@ -164,7 +164,7 @@ def test_topic_changes_on_the_target_are_counted() -> None:
 
 
 def test_status_shows_lag_in_seconds() -> None:
-    from kafka_mirror.status import render
+    from kafka_mirror.cli.status import render
 
     text = render({"live": True, "ready": True, "flows": {"a->b": {
         "state": "running", "ready": True, "lag": 5, "lag_seconds": 12.3}}})

@@ -21,6 +21,7 @@ from prometheus_client import generate_latest
 
 from kafka_mirror import jvm_artifacts
 from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.engine.observation import AGE_GRID_MS
 from kafka_mirror.engine.realtime import RealTimeProgress, parse_ranges
 from kafka_mirror.engine.session import (
     LATENCY_PLUGIN,
@@ -29,7 +30,7 @@ from kafka_mirror.engine.session import (
     topic_latency_text,
 )
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.metrics import AGE_GRID_MS, LATENCY_BUCKETS, MirrorMetrics
+from kafka_mirror.observability.metrics import LATENCY_BUCKETS, MirrorMetrics
 from kafka_mirror_testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 
 FLOW = 'flow="source->destination"'
@@ -113,7 +114,7 @@ def test_dashboard_is_a_dashboard_model() -> None:
         assert len(refs) == len(set(refs)), panel["title"]
     # every query names only metrics the mirror serves (or Prometheus' own up)
     served = set(re.findall(r"\b(kafka_mirror_[a-z_]+)", (REPO / "src" / "kafka_mirror" /
-                                                         "metrics.py").read_text()))
+                                                         "observability" / "metrics.py").read_text()))
     for name, expr in dashboard_queries().items():
         for metric in re.findall(r"\b(kafka_mirror_[a-z_]+)", expr):
             base = re.sub(r"_(total|bucket|sum|count)$", "", metric)

@@ -21,8 +21,7 @@ from confluent_kafka.admin import ConfigResource
 from mirror_process import end_offsets
 
 from kafka_mirror.config.model import ClusterSpec
-from kafka_mirror.errors import ConfigError, MirrorError
-from kafka_mirror.mm2_positions import (
+from kafka_mirror.control.mm2_positions import (
     mm2_offsets_topic,
     mm2_source_key,
     mm2_source_value,
@@ -30,6 +29,7 @@ from kafka_mirror.mm2_positions import (
     read_mm2_positions,
     write_mm2_positions,
 )
+from kafka_mirror.errors import ConfigError, MirrorError
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 
@@ -357,7 +357,7 @@ def test_write_creates_topic_like_connect_and_places_like_java(
              "partition": JAVA_PARTITION_OF_A_ORDERS[4]},
         ],
     )
-    with caplog.at_level(logging.WARNING, logger="kafka_mirror.mm2_positions"):
+    with caplog.at_level(logging.WARNING, logger="kafka_mirror.control.mm2_positions"):
         read = read_mm2_positions(spec, topic, "A")
     expected = {tp: pos for tp, pos in positions.items() if pos > 0}
     expected[("orders", 3)] = 8

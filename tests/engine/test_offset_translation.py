@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror import offset_ranges
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.engine.batch_writer import partition_copies
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.mm2_records import Checkpoint, Heartbeat, OffsetSync
-from kafka_mirror.offset_ranges import CopiedRange, OffsetRanges, PartitionRanges
-from kafka_mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from kafka_mirror.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from kafka_mirror.mm2.records import Checkpoint, Heartbeat, OffsetSync
+from kafka_mirror.state import offset_ranges
+from kafka_mirror.state.offset_ranges import CopiedRange, OffsetRanges, PartitionRanges
 
 BASE = (
     "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"
@@ -196,8 +196,8 @@ def test_unsupported_keys_are_reported_with_the_reason() -> None:
 def test_offset_syncs_location_and_check_config_listing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kafka_mirror.cli import main
-    from kafka_mirror.offset_syncs import offset_syncs_location
+    from kafka_mirror.cli.main import main
+    from kafka_mirror.control.offset_syncs import offset_syncs_location
 
     flow = mm2_from_text(BASE).flows[0]
     cluster, topic = offset_syncs_location(flow)

@@ -11,7 +11,7 @@ from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.batches import event_from_progress
 from kafka_mirror.engine.realtime import RealTimeProgress, parse_ranges
-from kafka_mirror.progress import ProgressReporter, batch_time_text
+from kafka_mirror.observability.progress import ProgressReporter, batch_time_text
 
 CONFIG = """clusters = A, B
 A.bootstrap.servers = 127.0.0.1:1
@@ -36,7 +36,7 @@ def test_batch_phases_in_the_event_and_the_progress_line(
 ) -> None:
     flow = mm2_from_text(CONFIG).flows[0]
     reporter = ProgressReporter(interval=0.0)
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.progress"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.observability.progress"):
         for batch in range(2):
             written = BatchWritten(flow, batch, (), 5, 50,
                                    {"targetEndsBefore": 4.0, "write": 150.0,
@@ -64,7 +64,7 @@ def test_a_realtime_flow_logs_every_interval_without_batches(
     flow = mm2_from_text(CONFIG + "mirror.mode = realtime\n").flows[0]
     reporter = ProgressReporter(interval=3600.0)
     progress = RealTimeProgress(flow)
-    with caplog.at_level(logging.INFO, logger="kafka_mirror.progress"):
+    with caplog.at_level(logging.INFO, logger="kafka_mirror.observability.progress"):
         for drain in range(3):
             progress.add(parse_ranges(flow, {"t": 1}, (
                 f"A.t\t0\t{drain * 5}\t{drain * 5 + 5}\t{drain * 5}\t{drain * 5 + 5}\t1\t5\t50\t3\n"

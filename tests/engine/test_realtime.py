@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror.clients import COPIES_RUN_CONFIG, producer_properties, spark_sink_options
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.acked_positions import AckedPositions
@@ -22,7 +21,8 @@ from kafka_mirror.engine.realtime import (
 )
 from kafka_mirror.engine.session import DEFAULT_SPARK_CONF, realtime_master
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.offset_ranges import CopiedRange
+from kafka_mirror.kafka.clients import COPIES_RUN_CONFIG, producer_properties, spark_sink_options
+from kafka_mirror.state.offset_ranges import CopiedRange
 
 
 def _flow(extra: str = "mirror.mode = realtime\n") -> FlowSpec:

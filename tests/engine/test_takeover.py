@@ -33,7 +33,11 @@ from mirror_process import (
 )
 
 from kafka_mirror.config.model import ClusterSpec
-from kafka_mirror.mm2_positions import mm2_offsets_topic, read_mm2_positions, write_mm2_positions
+from kafka_mirror.control.mm2_positions import (
+    mm2_offsets_topic,
+    read_mm2_positions,
+    write_mm2_positions,
+)
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, write_properties
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 

@@ -19,9 +19,9 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 from mirror_process import MirrorProcess, end_offsets, wait_for
 
-from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ConfigError
+from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 PASSWORD = "st0re-pass"

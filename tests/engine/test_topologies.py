@@ -25,7 +25,7 @@ from mirror_process import (
     wait_for,
 )
 
-from kafka_mirror.mm2_records import Heartbeat, RecordFormatError
+from kafka_mirror.mm2.records import Heartbeat, RecordFormatError
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]

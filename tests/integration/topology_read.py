@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from kafka_mirror.clients import admin_properties, librdkafka_config
+from kafka_mirror.kafka.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.properties import load_properties
 

@@ -20,8 +20,8 @@ import interegular
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
-from kafka_mirror.topic_filter import PRODUCT_TOPICS
+from kafka_mirror.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
+from kafka_mirror.mm2.topic_filter import PRODUCT_TOPICS
 
 
 def _language(patterns: tuple[str, ...]) -> interegular.FSM | None:

@@ -22,8 +22,8 @@ from kafka_mirror.config.properties import load_properties
 from kafka_mirror.config.providers import resolve_providers
 from kafka_mirror.config.values import Values, check_regex
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.policy import IdentityReplicationPolicy
-from kafka_mirror.topic_filter import LEGACY_TOPICS_EXCLUDE, TopicFilter
+from kafka_mirror.mm2.policy import IdentityReplicationPolicy
+from kafka_mirror.mm2.topic_filter import LEGACY_TOPICS_EXCLUDE, TopicFilter
 
 log = logging.getLogger(__name__)
 TARGET_ALIAS = "target"

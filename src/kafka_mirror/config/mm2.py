@@ -24,16 +24,16 @@ from kafka_mirror.config.properties import parse_properties, read_properties_fil
 from kafka_mirror.config.providers import resolve_providers
 from kafka_mirror.config.values import Values
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.group_filter import DEFAULT_GROUPS_EXCLUDE, GroupFilter
-from kafka_mirror.java_policy import PolicyLoadError, load_policy
-from kafka_mirror.policy import (
+from kafka_mirror.mm2.group_filter import DEFAULT_GROUPS_EXCLUDE, GroupFilter
+from kafka_mirror.mm2.java_policy import PolicyLoadError, load_policy
+from kafka_mirror.mm2.policy import (
     DEFAULT_POLICY_CLASS,
     POLICY_CLASSES,
     DefaultReplicationPolicy,
     IdentityReplicationPolicy,
     ReplicationPolicy,
 )
-from kafka_mirror.topic_filter import DEFAULT_TOPICS_EXCLUDE, TopicFilter
+from kafka_mirror.mm2.topic_filter import DEFAULT_TOPICS_EXCLUDE, TopicFilter
 
 _FLOW_KEY = re.compile(r"(?P<source>[^.>\s]+)->(?P<target>[^.\s]+)\.(?P<key>.+)")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")

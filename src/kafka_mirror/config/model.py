@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka_mirror.group_filter import GroupFilter
-from kafka_mirror.policy import HEARTBEATS_TOPIC, ReplicationPolicy
-from kafka_mirror.topic_filter import TopicFilter
+from kafka_mirror.mm2.group_filter import GroupFilter
+from kafka_mirror.mm2.policy import HEARTBEATS_TOPIC, ReplicationPolicy
+from kafka_mirror.mm2.topic_filter import TopicFilter
 
 
 @dataclass(frozen=True)

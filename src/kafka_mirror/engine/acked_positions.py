@@ -28,7 +28,7 @@ from pathlib import Path
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import Positions
-from kafka_mirror.state_files import write_json
+from kafka_mirror.state.files import write_json
 
 FILE = "acked-positions.json"
 log = logging.getLogger(__name__)

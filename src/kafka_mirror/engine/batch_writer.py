@@ -24,7 +24,7 @@ from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.positions import batch_end_positions, batch_start_positions
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.offset_ranges import CopiedRange
+from kafka_mirror.state.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.state_files import write_json
+from kafka_mirror.state.files import write_json
 
 log = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.clients import OFFSET_HEADER, TIMESTAMP_HEADER, spark_source_options
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWriter
+from kafka_mirror.engine.observation import observe_columns
 from kafka_mirror.engine.realtime import RealTimeWriter
-from kafka_mirror.metrics import observe_columns
-from kafka_mirror.policy import sql_string
+from kafka_mirror.kafka.clients import OFFSET_HEADER, TIMESTAMP_HEADER, spark_source_options
+from kafka_mirror.mm2.policy import sql_string
 
 OBSERVATION = "kafka_mirror"
 
@@ -39,7 +39,7 @@ def mirror_frame(
 ) -> Any:
     """The streaming DataFrame of target records for the assigned source partitions; in
     micro-batch mode its ``observe`` counts records and bytes (and, ``with_latency``, what the
-    replication latency metric needs: :func:`kafka_mirror.metrics.observe_columns`); in
+    replication latency metric needs: :func:`kafka_mirror.engine.observation.observe_columns`); in
     real-time mode the producer interceptor counts them as the target acknowledges them. With
     more than twice as many partitions as Spark has task slots, each micro-batch is written by
     one task per slot."""

@@ -38,7 +38,7 @@ from kafka_mirror.engine.batch_writer import BatchWritten, PartitionCopy
 from kafka_mirror.engine.batches import BatchCommitted
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.offset_ranges import CopiedRange
+from kafka_mirror.state.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
 

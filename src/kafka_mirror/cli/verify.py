@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_mirror.clients import spark_source_options
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.kafka.clients import spark_source_options
 
 _SUMMARY = (
     "SELECT topic, partition, count(1) AS records, "
@@ -100,6 +100,6 @@ def verify_flow(spark: Any, flow: FlowSpec, topics: Mapping[str, int]) -> list[P
 
 
 def _target_reader_props(flow: FlowSpec) -> dict[str, str]:
-    from kafka_mirror.clients import admin_properties
+    from kafka_mirror.kafka.clients import admin_properties
 
     return admin_properties(flow.target) | {"isolation.level": "read_committed"}

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.clients import control_consumer_config
 from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
+from kafka_mirror.control.mm2_positions import mm2_offsets_topic, write_mm2_positions
 from kafka_mirror.engine.positions import FlowState
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.mm2_positions import mm2_offsets_topic, write_mm2_positions
-from kafka_mirror.mm2_records import Checkpoint, RecordFormatError
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import control_consumer_config
+from kafka_mirror.mm2.records import Checkpoint, RecordFormatError
 
 
 def read_checkpoints(cluster: ClusterSpec, topic: str, timeout: float = 30.0) -> list[Checkpoint]:

@@ -27,11 +27,11 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.model import FlowSpec
-from kafka_mirror.destination_checks import Misalignment, misalignments, remedy
+from kafka_mirror.control.destination_checks import Misalignment, misalignments, remedy
+from kafka_mirror.control.topic_configs import TopicConfigs, describe_topic_configs
 from kafka_mirror.errors import TopicLayoutError
-from kafka_mirror.topic_configs import TopicConfigs, describe_topic_configs
+from kafka_mirror.kafka.admin import ClusterAdmin
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kafka_mirror.state_files import write_json
+from kafka_mirror.state.files import write_json
 
 # per partition; beyond this the two oldest ranges are merged into one that does not map one
 # to one (still never skips: it translates to the older one's start), so memory stays bounded

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.keystores import store_to_pem
+from kafka_mirror.kafka.keystores import store_to_pem
 
 TIMESTAMP_HEADER = "kafka-mirror.timestamp"
 INTERCEPTOR_CLASS = "io.kafkamirror.TimestampRestoringInterceptor"

@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kafka_mirror.admin import ClusterAdmin
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.kafka.admin import ClusterAdmin
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from kafka_mirror.topic_filter import NameFilter
+from kafka_mirror.mm2.topic_filter import NameFilter
 
 # MirrorMaker 2's DefaultGroupFilter exclusions (groups.exclude).
 DEFAULT_GROUPS_EXCLUDE = (r"console-consumer-.*", r"connect-.*", r"__.*")

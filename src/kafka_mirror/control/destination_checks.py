@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka_mirror.topic_configs import (
+from kafka_mirror.control.topic_configs import (
     CREATE_TIME,
     LOG_APPEND_TIME,
     MAX_MESSAGE_BYTES,

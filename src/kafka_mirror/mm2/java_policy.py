@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
-from kafka_mirror import policy_jvm
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.policy import ReplicationPolicy, sql_string
+from kafka_mirror.mm2 import policy_jvm
+from kafka_mirror.mm2.policy import ReplicationPolicy, sql_string
 
 POLICY_INTERFACE = "org.apache.kafka.connect.mirror.ReplicationPolicy"
 CONFIGURABLE = "org.apache.kafka.common.Configurable"

@@ -11,8 +11,8 @@ Per target topic, the producer interceptor measures each record's latency when t
 acknowledged it, in the JVM (``io.kafkamirror.LatencyRegistry``), read when scraped.
 
 Lag in seconds comes from the end offsets progress events already carry
-(:mod:`kafka_mirror.lag_time`); the control plane's outputs (checkpoints, offset syncs,
-heartbeats, group offset sync, topic changes on the target) report here as they succeed. A
+(:mod:`kafka_mirror.observability.lag_time`); the control plane's outputs (checkpoints, offset
+syncs, heartbeats, group offset sync, topic changes on the target) report here as they succeed. A
 flow gets those series only for the features it has enabled, so that alerts never fire on a
 disabled one.
 """
@@ -32,38 +32,19 @@ from prometheus_client.registry import Collector
 
 from kafka_mirror.config.model import FlowSpec, HeartbeatSpec
 from kafka_mirror.engine.batches import BatchCommitted
-from kafka_mirror.lag_time import FlowLagClock
+from kafka_mirror.engine.observation import AGE_GRID_MS
+from kafka_mirror.observability.lag_time import FlowLagClock
 
 # replication latency buckets, seconds
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                    300.0)
-# ages (ms, at the batch's start) the JVM counts records under; the buckets less a batch's run
-# time fall between them
-AGE_GRID_MS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000,
-               30_000, 60_000, 120_000, 300_000)
 FLOW_STATES = ("starting", "running", "retrying", "failed")
 RESTART_REASONS = ("topics_changed", "topic_recreated", "record_size", "failure")
 ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "other")
 FLOW_LABELS = ("flow", "source", "target")
 PARTITION_LABELS = (*FLOW_LABELS, "topic", "partition")
-# what a flow changes on the target's topics (kafka_mirror.topics.TopicSync reports them)
+# what a flow changes on the target's topics (kafka_mirror.control.topics.TopicSync reports them)
 TOPIC_CHANGES = ("topics_created", "partitions_added", "topic_config_syncs")
-
-
-def observe_columns() -> dict[str, str]:
-    """Spark SQL aggregates over a batch's source rows (column ``timestamp``) that latency
-    needs: the batch's own time (``current_timestamp()`` is fixed per micro-batch), the mean and
-    oldest record time, and per grid age the records at most that old."""
-    ts = "unix_millis(timestamp)"
-    now = "unix_millis(current_timestamp())"
-    columns = {
-        "batch_ms": f"max({now})",
-        "ts_avg_ms": f"avg({ts})",
-        "ts_min_ms": f"min({ts})",
-    }
-    for age in AGE_GRID_MS:
-        columns[f"age_le_{age}"] = f"count_if({now} - {ts} <= {age})"
-    return columns
 
 
 @dataclass

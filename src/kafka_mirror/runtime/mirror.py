@@ -10,20 +10,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.acl_sync import AclSync
-from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.checkpoints import GroupCheckpointer
-from kafka_mirror.clients import (
-    admin_properties,
-    durability_warnings,
-    producer_properties,
-    sink_client_id,
-    source_reader_properties,
-    spark_sink_options,
-    target_reader_properties,
-    user_set_producer_key,
-)
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
+from kafka_mirror.control.acl_sync import AclSync
+from kafka_mirror.control.checkpoints import GroupCheckpointer
+from kafka_mirror.control.heartbeats import HeartbeatEmitter
+from kafka_mirror.control.mm2_positions import mm2_offsets_topic, read_mm2_positions
+from kafka_mirror.control.offset_syncs import OffsetSyncWriter
+from kafka_mirror.control.topics import TopicSync
 from kafka_mirror.engine.acked_positions import FILE as ACKED_FILE
 from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.batch_writer import (
@@ -71,16 +64,23 @@ from kafka_mirror.engine.session import (
     wait_for_master,
 )
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.heartbeats import HeartbeatEmitter
-from kafka_mirror.lag import LagCommitter
-from kafka_mirror.metrics import MirrorMetrics
-from kafka_mirror.metrics_server import MetricsServer, MirrorStatus
-from kafka_mirror.mm2_positions import mm2_offsets_topic, read_mm2_positions
-from kafka_mirror.offset_ranges import CopiedRange, OffsetRanges
-from kafka_mirror.offset_syncs import OffsetSyncWriter
-from kafka_mirror.periodic import Periodic
-from kafka_mirror.progress import ProgressReporter
-from kafka_mirror.topics import TopicSync
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import (
+    admin_properties,
+    durability_warnings,
+    producer_properties,
+    sink_client_id,
+    source_reader_properties,
+    spark_sink_options,
+    target_reader_properties,
+    user_set_producer_key,
+)
+from kafka_mirror.observability.lag import LagCommitter
+from kafka_mirror.observability.metrics import MirrorMetrics
+from kafka_mirror.observability.progress import ProgressReporter
+from kafka_mirror.observability.server import MetricsServer, MirrorStatus
+from kafka_mirror.runtime.periodic import Periodic
+from kafka_mirror.state.offset_ranges import CopiedRange, OffsetRanges
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15.0

@@ -19,10 +19,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from kafka_mirror.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ClusterUnreachable, ConfigError, MirrorError
-from kafka_mirror.kerberos import KerberosLoginError, keytab_login
+from kafka_mirror.kafka.clients import admin_properties, librdkafka_config
+from kafka_mirror.kafka.kerberos import KerberosLoginError, keytab_login
 
 log = logging.getLogger(__name__)
 

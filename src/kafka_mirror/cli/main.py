@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from kafka_mirror.clients import admin_properties, consumer_properties, librdkafka_config
 from kafka_mirror.config.mm1 import add_legacy_arguments, legacy_config
 from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
 from kafka_mirror.errors import ConfigError, MirrorError
 from kafka_mirror.jvm_artifacts import JvmArtifactsMissing
-from kafka_mirror.log_setup import setup_logging
-from kafka_mirror.state_lock import StateDirLock
+from kafka_mirror.kafka.clients import admin_properties, consumer_properties, librdkafka_config
+from kafka_mirror.observability.log_setup import setup_logging
+from kafka_mirror.state.lock import StateDirLock
 
 log = logging.getLogger("kafka_mirror")
 DEFAULT_STATE_DIR = Path("kafka-mirror-state")
@@ -118,7 +118,7 @@ def _cli_spark_conf(ns: argparse.Namespace) -> dict[str, str]:
 
 
 def _run(config: MirrorConfig, ns: argparse.Namespace) -> int:
-    from kafka_mirror.engine.runner import Mirror
+    from kafka_mirror.runtime.mirror import Mirror
 
     stop = threading.Event()
 
@@ -138,15 +138,15 @@ def _run(config: MirrorConfig, ns: argparse.Namespace) -> int:
 
 
 def _verify(ns: argparse.Namespace) -> int:
-    from kafka_mirror.admin import ClusterAdmin
+    from kafka_mirror.cli.verify import verify_flow
+    from kafka_mirror.control.topics import TopicSync
     from kafka_mirror.engine.session import (
         build_session,
         connector_jars,
         spark_conf,
         wait_for_master,
     )
-    from kafka_mirror.topics import TopicSync
-    from kafka_mirror.verify import verify_flow
+    from kafka_mirror.kafka.admin import ClusterAdmin
 
     config = load_mm2(ns.config)
     admins = {a: ClusterAdmin(c) for a, c in config.clusters.items()}
@@ -177,7 +177,7 @@ def _verify(ns: argparse.Namespace) -> int:
 def _offsets(ns: argparse.Namespace) -> int:
     import json
 
-    from kafka_mirror.failover import failover, hand_back_to_mm2, translate
+    from kafka_mirror.control.failover import failover, hand_back_to_mm2, translate
 
     config = load_mm2(ns.config)
     if ns.offsets_command == "export-mm2":
@@ -221,7 +221,7 @@ def _offsets(ns: argparse.Namespace) -> int:
 
 def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
     """What check-config says a flow keeps in step besides records."""
-    from kafka_mirror.offset_syncs import offset_syncs_location
+    from kafka_mirror.control.offset_syncs import offset_syncs_location
 
     syncs = flow.syncs
     if flow.realtime:
@@ -334,7 +334,7 @@ def _check_config(path: Path) -> int:
 
 
 def _status(ns: argparse.Namespace) -> int:
-    from kafka_mirror.status import fetch_status, render, status_url
+    from kafka_mirror.cli.status import fetch_status, render, status_url
 
     if ns.url is None and ns.config is None:
         raise ConfigError("give the mirror's mm2.properties or --url")

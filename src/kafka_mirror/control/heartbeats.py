@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 
 from confluent_kafka import Producer
 
-from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.clients import control_producer_config
 from kafka_mirror.config.model import HeartbeatSpec
-from kafka_mirror.mm2_records import Heartbeat
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import control_producer_config
+from kafka_mirror.mm2.records import Heartbeat
 
 log = logging.getLogger(__name__)
 

@@ -43,10 +43,10 @@ from typing import Any, TypeGuard
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ConfigError, MirrorError
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import admin_properties, librdkafka_config
 
 __all__ = [
     "DEFAULT_OFFSETS_PARTITIONS",

@@ -8,7 +8,7 @@ first and last record. MirrorMaker 2's readers (a restarted MM2's checkpoint tas
 translate exactly at every batch boundary. A batch that does not map one to one (offset gaps,
 duplicates) gets no sync: no pair in it is known exactly, and readers fall back to an earlier one,
 which is conservative. kafka-mirror's own checkpoints use the finer ranges of
-:mod:`kafka_mirror.offset_ranges`.
+:mod:`kafka_mirror.state.offset_ranges`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from collections.abc import Callable, Mapping
 
 from confluent_kafka import Producer
 
-from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.clients import control_producer_config
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.mm2_records import OffsetSync
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import control_producer_config
+from kafka_mirror.mm2.records import OffsetSync
 
 log = logging.getLogger(__name__)
 

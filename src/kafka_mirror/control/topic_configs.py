@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import ConfigEntry, ConfigResource, ConfigSource
 
-from kafka_mirror.admin import ClusterAdmin
+from kafka_mirror.kafka.admin import ClusterAdmin
 
 TIMESTAMP_TYPE = "message.timestamp.type"
 MAX_MESSAGE_BYTES = "max.message.bytes"

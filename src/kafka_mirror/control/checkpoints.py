@@ -1,9 +1,9 @@
 """Consumer-group checkpoints and group offset sync, in MirrorMaker 2's formats and rules.
 
 For every group of the source that the flow's ``groups``/``groups.exclude`` select, its committed
-offsets on mirrored topics are translated (:mod:`kafka_mirror.offset_ranges`: exact where offsets
-map one to one, the batch start where they do not, never past a record the group has not read)
-and written to ``<source>.checkpoints.internal`` on the target, where Kafka's own
+offsets on mirrored topics are translated (:mod:`kafka_mirror.state.offset_ranges`: exact
+where offsets map one to one, the batch start where they do not, never past a record the group
+has not read) and written to ``<source>.checkpoints.internal`` on the target, where Kafka's own
 ``RemoteClusterUtils.translateOffsets`` and ``MirrorClient.remoteConsumerOffsets`` read them.
 With ``sync.group.offsets.enabled`` the translated offsets are also committed on the target for
 groups that are absent or empty there, never moving a partition backwards and never touching a
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
-from kafka_mirror.admin import ClusterAdmin
-from kafka_mirror.clients import control_producer_config
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.mm2_records import Checkpoint
-from kafka_mirror.offset_ranges import OffsetRanges
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import control_producer_config
+from kafka_mirror.mm2.records import Checkpoint
+from kafka_mirror.state.offset_ranges import OffsetRanges
 
 log = logging.getLogger(__name__)
 

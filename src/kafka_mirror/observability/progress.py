@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from kafka_mirror.engine.batches import BatchCommitted
 
-log = logging.getLogger("kafka_mirror.progress")
+log = logging.getLogger("kafka_mirror.observability.progress")
 
 
 @dataclass

@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kafka_mirror.config.model import MetricsSettings
 from kafka_mirror.errors import MirrorError
-from kafka_mirror.metrics import FlowHealth, MirrorMetrics
+from kafka_mirror.observability.metrics import FlowHealth, MirrorMetrics
 
 log = logging.getLogger(__name__)
 LIVE_WINDOW_SECONDS = 30.0

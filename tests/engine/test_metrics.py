@@ -113,8 +113,8 @@ def test_dashboard_is_a_dashboard_model() -> None:
         refs = [t["refId"] for t in panel["targets"]]
         assert len(refs) == len(set(refs)), panel["title"]
     # every query names only metrics the mirror serves (or Prometheus' own up)
-    served = set(re.findall(r"\b(kafka_mirror_[a-z_]+)", (REPO / "src" / "kafka_mirror" /
-                                                         "observability" / "metrics.py").read_text()))
+    metrics_module = REPO / "src" / "kafka_mirror" / "observability" / "metrics.py"
+    served = set(re.findall(r"\b(kafka_mirror_[a-z_]+)", metrics_module.read_text()))
     for name, expr in dashboard_queries().items():
         for metric in re.findall(r"\b(kafka_mirror_[a-z_]+)", expr):
             base = re.sub(r"_(total|bucket|sum|count)$", "", metric)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import re
+
+# a flow's own key: ``A->B.<key>``
+FLOW_KEY = re.compile(r"(?P<source>[^.>\s]+)->(?P<target>[^.\s]+)\.(?P<key>.+)")
 
 # Settings of a replication flow: top level, or per flow as ``A->B.<key>``.
 FLOW_KEYS = frozenset(

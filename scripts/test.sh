@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 # Kerberos tests need a confluent-kafka whose librdkafka has GSSAPI (PyPI's has not): build and use it
 scripts/build-gssapi-client.sh --install .venv
-.venv/bin/ruff check src tests/engine tests/harness $([ -d bench ] && echo bench)
+.venv/bin/ruff check src tests/engine tests/unit/kafka_mirror tests/harness $([ -d bench ] && echo bench)
 # the layers of README's module map (the contract is in pyproject.toml)
 .venv/bin/lint-imports
 .venv/bin/mypy

@@ -261,62 +261,74 @@ def plan_restart(
     records of the cut batch that are on the target (module docstring). ``end_offsets`` reads
     the target's end offsets (keys are target topic partitions); the readers are created only
     when a partition needs them."""
-    positions = dict(known)
     recorded = {tp: target_ends.target_end(tp, s) for tp, s in known.items()}
     wanted = {tp: t for tp, t in recorded.items() if t is not None}
-    plan = RestartPlan(positions, [], {})
+    plan = RestartPlan(dict(known), [], {})
     if not wanted:
         return plan
     by_target = {(target_topic(t), p): (t, p) for t, p in wanted}
     ends = end_offsets(sorted(by_target))
-    readers: dict[str, JvmRecordReader] = {}
-
-    def reader(side: str) -> JvmRecordReader:
-        if side not in readers:
-            readers[side] = source() if side == "source" else target()
-        return readers[side]
-
-    try:
+    with _Readers(source, target) as readers:
         for (ttopic, partition), tp in sorted(by_target.items()):
-            start, before = known[tp], wanted[tp]
             now = ends.get((ttopic, partition))
-            if now is None or now == before:
+            if now is None or now == wanted[tp]:
                 continue
-            if now < before:
-                plan.fallbacks[tp] = (
-                    f"target {ttopic}[{partition}] ends at {now}, before offset {before} where "
-                    "the mirror left it (truncated, recreated or an unclean leader election)")
-                continue
-            n = now - before
-            counted = reader("source").count(tp[0], partition, start, n)
-            if isinstance(counted, str):
-                plan.fallbacks[tp] = counted
-                continue
-            last = reader("target").record_at(ttopic, partition, now - 1)
-            if last is None or last.offset != now - 1 or not last.same_as(counted.nth):
-                plan.fallbacks[tp] = (
-                    f"target record {ttopic}[{partition}]@{now - 1} is not source record "
-                    f"{tp[0]}[{partition}]@{counted.nth.offset} (key, value, headers or "
-                    "timestamp differ): another writer, or not the mirror's batch")
-                continue
-            first = reader("target").record_at(ttopic, partition, before)
-            if first is not None and first.offset == before and not first.same_as(
-                    counted.first):
-                plan.fallbacks[tp] = (
-                    f"target record {ttopic}[{partition}]@{before} is not source record "
-                    f"{tp[0]}[{partition}]@{counted.first.offset}: another writer, or not the "
-                    "mirror's batch")
-                continue
-            resume = counted.nth.offset + 1
-            positions[tp] = resume
-            plan.skips.append(Skip(tp[0], partition, start, resume, before, now))
-    finally:
-        for open_reader in readers.values():
+            outcome = _prove_prefix(readers, tp, ttopic, known[tp], wanted[tp], now)
+            if isinstance(outcome, str):
+                plan.fallbacks[tp] = outcome
+            else:
+                plan.positions[tp] = outcome.resume
+                plan.skips.append(outcome)
+    return plan
+
+
+class _Readers:
+    """The source's and the target's record readers, each created when first needed and
+    closed at the end (closing must not hide the plan)."""
+
+    def __init__(self, source: Callable[[], JvmRecordReader],
+                 target: Callable[[], JvmRecordReader]) -> None:
+        self._make = {"source": source, "target": target}
+        self._open: dict[str, JvmRecordReader] = {}
+
+    def get(self, side: str) -> JvmRecordReader:
+        if side not in self._open:
+            self._open[side] = self._make[side]()
+        return self._open[side]
+
+    def __enter__(self) -> _Readers:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for reader in self._open.values():
             try:
-                open_reader.close()
+                reader.close()
             except Exception:  # closing must not hide the plan
                 log.debug("reader not closed", exc_info=True)
-    return plan
+
+
+def _prove_prefix(readers: _Readers, tp: Key, ttopic: str, start: int, before: int, now: int
+                  ) -> Skip | str:
+    """The skip of one partition whose target grew from ``before`` to ``now`` since the batch
+    that starts at source offset ``start`` was cut, or why it cannot be proven (a string)."""
+    partition = tp[1]
+    if now < before:
+        return (f"target {ttopic}[{partition}] ends at {now}, before offset {before} where "
+                "the mirror left it (truncated, recreated or an unclean leader election)")
+    counted = readers.get("source").count(tp[0], partition, start, now - before)
+    if isinstance(counted, str):
+        return counted
+    last = readers.get("target").record_at(ttopic, partition, now - 1)
+    if last is None or last.offset != now - 1 or not last.same_as(counted.nth):
+        return (f"target record {ttopic}[{partition}]@{now - 1} is not source record "
+                f"{tp[0]}[{partition}]@{counted.nth.offset} (key, value, headers or "
+                "timestamp differ): another writer, or not the mirror's batch")
+    first = readers.get("target").record_at(ttopic, partition, before)
+    if first is not None and first.offset == before and not first.same_as(counted.first):
+        return (f"target record {ttopic}[{partition}]@{before} is not source record "
+                f"{tp[0]}[{partition}]@{counted.first.offset}: another writer, or not the "
+                "mirror's batch")
+    return Skip(tp[0], partition, start, counted.nth.offset + 1, before, now)
 
 
 def producer_buffered(spark: Any, client_id: str) -> int | None:

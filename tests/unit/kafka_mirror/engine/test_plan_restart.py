@@ -1,0 +1,102 @@
+"""The exactly-once restart plan (``plan_restart``): which records of a cut batch are already on
+the target, proven record by record, with in-memory partitions standing for the source's and
+the target's logs (offsets may have gaps, as on a compacted or transactional topic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafka_mirror.engine.exactly_once import Counted, RecordView, TargetEnds, plan_restart
+
+
+def _record(offset: int, value: str, ts: int = 1) -> RecordView:
+    return RecordView(offset, b"k", value.encode(), (("h", b"1"),), ts)
+
+
+class FakeLog:
+    """A record reader over fixed partitions: (topic, partition) -> records in offset order."""
+
+    def __init__(self, partitions: dict[tuple[str, int], list[RecordView]]) -> None:
+        self.partitions = partitions
+        self.closed = False
+
+    def count(self, topic: str, partition: int, start: int, n: int) -> Counted | str:
+        records = [r for r in self.partitions[(topic, partition)] if r.offset >= start]
+        if len(records) < n:
+            return f"the source holds {len(records)} records, fewer than the {n} on the target"
+        return Counted(records[0], records[n - 1])
+
+    def record_at(self, topic: str, partition: int, offset: int) -> RecordView | None:
+        return next((r for r in self.partitions[(topic, partition)] if r.offset >= offset), None)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+# source orders[0]: offsets 10, 12, 13, 20 (gaps); the cut batch started at 10 and the target
+# held 100 records when it started
+SOURCE = {("orders", 0): [_record(o, f"v{o}") for o in (10, 12, 13, 20)]}
+
+
+def _target(*values: str) -> dict[tuple[str, int], list[RecordView]]:
+    return {("A.orders", 0): [_record(100 + i, v) for i, v in enumerate(values)]}
+
+
+def _plan(tmp_path: Path, target: dict[tuple[str, int], list[RecordView]],
+          recorded: bool = True):  # type: ignore[no-untyped-def]
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    if recorded:
+        ends.record({("orders", 0): (10, 100)})
+    logs = {"source": FakeLog(SOURCE), "target": FakeLog(target)}
+    end = {("A.orders", 0): 100 + len(target[("A.orders", 0)])}
+    plan = plan_restart({("orders", 0): 10}, lambda t: f"A.{t}", ends, lambda tps: end,
+                        lambda: logs["source"], lambda: logs["target"])  # type: ignore[arg-type,return-value]
+    return plan, logs
+
+
+def test_records_of_the_cut_batch_on_the_target_are_skipped(tmp_path: Path) -> None:
+    plan, logs = _plan(tmp_path, _target("v10", "v12", "v13"))
+    assert plan.positions == {("orders", 0): 14}  # after source offset 13, the third record
+    (skip,) = plan.skips
+    assert (skip.source_start, skip.resume, skip.target_start, skip.target_end) == (10, 14, 100,
+                                                                                      103)
+    assert skip.records == 3
+    assert plan.fallbacks == {}
+    assert logs["source"].closed and logs["target"].closed
+
+
+def test_nothing_written_since_the_batch_started_resumes_where_it_was(tmp_path: Path) -> None:
+    plan, logs = _plan(tmp_path, _target())
+    assert plan.positions == {("orders", 0): 10} and not plan.skips and not plan.fallbacks
+    assert not logs["source"].closed  # no reader was needed
+
+
+def test_no_recorded_target_end_is_no_skip(tmp_path: Path) -> None:
+    plan, _ = _plan(tmp_path, _target("v10"), recorded=False)
+    assert plan.positions == {("orders", 0): 10} and not plan.skips and not plan.fallbacks
+
+
+def test_a_different_last_record_falls_back_to_at_least_once(tmp_path: Path) -> None:
+    plan, _ = _plan(tmp_path, _target("v10", "v12", "other"))
+    assert plan.positions == {("orders", 0): 10} and not plan.skips
+    assert "is not source record orders[0]@13" in plan.fallbacks[("orders", 0)]
+
+
+def test_a_different_first_record_falls_back_to_at_least_once(tmp_path: Path) -> None:
+    plan, _ = _plan(tmp_path, _target("other", "v12", "v13"))
+    assert plan.positions == {("orders", 0): 10}
+    assert "A.orders[0]@100 is not source record orders[0]@10" in plan.fallbacks[("orders", 0)]
+
+
+def test_more_on_the_target_than_the_source_holds_falls_back(tmp_path: Path) -> None:
+    plan, _ = _plan(tmp_path, _target("v10", "v12", "v13", "v20", "v21"))
+    assert "fewer than the 5 on the target" in plan.fallbacks[("orders", 0)]
+
+
+def test_a_target_that_shrank_falls_back(tmp_path: Path) -> None:
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    ends.record({("orders", 0): (10, 100)})
+    plan = plan_restart({("orders", 0): 10}, lambda t: f"A.{t}", ends,
+                        lambda tps: {("A.orders", 0): 90}, lambda: FakeLog(SOURCE),  # type: ignore[arg-type,return-value]
+                        lambda: FakeLog(_target()))  # type: ignore[arg-type,return-value]
+    assert "ends at 90, before offset 100" in plan.fallbacks[("orders", 0)]

@@ -16,6 +16,7 @@ from kafka_mirror.kafka.internal_topics import (
     DeliveryReport,
     EndTracker,
     InternalTopicError,
+    InternalTopicReader,
     InternalTopicWriter,
     on_delivery,
 )
@@ -180,3 +181,111 @@ def test_close_flushes_briefly() -> None:
     writer, made = _writer()
     writer.close()
     assert made[0].flushes == [10.0]
+
+
+class FakeMessage:
+    """A consumed record, or an event (``error``) such as the end of a partition."""
+
+    def __init__(self, partition: int, offset: int, key: bytes | None = None,
+                 value: bytes | None = None, error: KafkaError | None = None) -> None:
+        self._partition, self._offset, self._key, self._value = partition, offset, key, value
+        self._error = error
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+
+class FakeTopic:
+    def __init__(self, partitions: int) -> None:
+        self.partitions = {p: object() for p in range(partitions)}
+        self.error = None
+
+
+class FakeConsumer:
+    """Topic ``t`` with ``watermarks`` per partition; ``consume`` hands out ``batches`` in turn
+    (then nothing)."""
+
+    def __init__(self, watermarks: dict[int, tuple[int, int]] | None,
+                 batches: list[list[FakeMessage]]) -> None:
+        self.watermarks = watermarks
+        self.batches = batches
+        self.assigned: list[tuple[int, int]] = []
+        self.consumed = 0
+        self.closed = False
+
+    def list_topics(self, timeout: float) -> Any:
+        topics = {} if self.watermarks is None else {"t": FakeTopic(len(self.watermarks))}
+        return type("Metadata", (), {"topics": topics})()
+
+    def get_watermark_offsets(self, tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
+        assert self.watermarks is not None and not cached
+        return self.watermarks[tp.partition]
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = [(tp.partition, tp.offset) for tp in partitions]
+
+    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        self.consumed += 1
+        return self.batches.pop(0) if self.batches else []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _reader(consumer: FakeConsumer, **kwargs: Any) -> InternalTopicReader:
+    return InternalTopicReader(CLUSTER, "t", label="reading checkpoints",
+                               consumer_factory=lambda _conf: consumer, **kwargs)
+
+
+def test_reader_reads_from_the_start_to_the_ends_taken_first() -> None:
+    consumer = FakeConsumer(
+        {0: (0, 2), 1: (4, 4), 2: (1, 3)},
+        [[FakeMessage(0, 0, b"a", b"1"), FakeMessage(2, 1, b"b", None)],
+         [FakeMessage(0, 1, b"a", b"2"), FakeMessage(2, 2, b"c", b"3")],
+         [FakeMessage(0, 2, b"late", b"x")]],  # written after the read began
+    )
+    records = _reader(consumer).read()
+    assert consumer.assigned == [(0, -2), (2, -2)]  # empty partition 1 not read
+    assert [(r.partition, r.offset, r.key, r.value) for r in records] == [
+        (0, 0, b"a", b"1"), (2, 1, b"b", None), (0, 1, b"a", b"2"), (2, 2, b"c", b"3"),
+    ]
+    assert consumer.consumed == 2 and consumer.closed
+
+
+def test_reader_end_of_partition_event_ends_it() -> None:
+    eof = KafkaError(KafkaError._PARTITION_EOF)
+    consumer = FakeConsumer({0: (0, 5)}, [[FakeMessage(0, 3, b"k", b"v"),
+                                           FakeMessage(0, 4, error=eof)]])
+    assert [r.offset for r in _reader(consumer, partitions=[0]).read()] == [3]
+
+
+def test_reader_missing_topic_has_no_records() -> None:
+    consumer = FakeConsumer(None, [])
+    assert _reader(consumer).read() == []
+    assert consumer.assigned == [] and consumer.closed
+
+
+def test_reader_errors_name_topic_and_cluster() -> None:
+    failed = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    consumer = FakeConsumer({0: (0, 1)}, [[FakeMessage(0, 0, error=failed)]])
+    with pytest.raises(InternalTopicError) as caught:
+        _reader(consumer).read()
+    assert str(caught.value) == f"reading checkpoints t on cluster 'B': failed: {failed.str()}"
+    assert consumer.closed
+    stalled = FakeConsumer({0: (0, 1), 1: (0, 1)}, [])
+    with pytest.raises(InternalTopicError,
+                       match=r"^reading checkpoints t on cluster 'B': did not reach the end of "
+                             r"partitions \[0, 1\] within 0s$"):
+        _reader(stalled, timeout=0.05).read()

@@ -16,12 +16,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Producer
-
 from kafka_mirror.config.model import FlowSpec
-from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.clients import control_producer_config
+from kafka_mirror.kafka.internal_topics import InternalTopicWriter
 from kafka_mirror.mm2.records import Checkpoint
 from kafka_mirror.state.offset_ranges import OffsetRanges
 
@@ -93,7 +90,9 @@ class GroupCheckpointer:
         self.target = target
         self.ranges = ranges
         self.topic = flow.policy.checkpoints_topic(flow.source.alias)
-        self.producer = Producer(control_producer_config(flow.target))
+        self.writer = InternalTopicWriter(
+            flow.target, self.topic, label=f"flow {flow.name}: checkpoints not written to"
+        )
         self.latest: dict[tuple[str, str, int], Checkpoint] = {}
         self._groups: list[str] = []
         self._active_logged: set[str] = set()
@@ -101,9 +100,7 @@ class GroupCheckpointer:
         self.groups_checkpointed = 0
 
     def start(self) -> None:
-        self.target.ensure_compacted_topic(
-            self.topic, self.flow.syncs.checkpoints_replication_factor
-        )
+        self.writer.ensure_topic(self.target, self.flow.syncs.checkpoints_replication_factor)
         self.refresh_groups()
 
     def refresh_groups(self) -> None:
@@ -123,20 +120,7 @@ class GroupCheckpointer:
                 key = (checkpoint.group, checkpoint.topic, checkpoint.partition)
                 if newer(self.latest.get(key), checkpoint):
                     pending.append(checkpoint)
-        errors: list[str] = []
-
-        def delivered(error: object, _msg: object) -> None:
-            if error is not None:
-                errors.append(str(error))
-
-        for checkpoint in pending:
-            self.producer.produce(self.topic, checkpoint.value(), checkpoint.key(), partition=0,
-                                  on_delivery=delivered)
-        if pending and (self.producer.flush(30) or errors):
-            raise MirrorError(
-                f"flow {self.flow.name}: checkpoints not written to {self.topic} on cluster "
-                f"'{self.flow.target.alias}': {errors[0] if errors else 'timed out'}"
-            )
+        self.writer.write(((c.key(), c.value()) for c in pending), partition=0)
         for checkpoint in pending:
             self.latest[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
         self.groups_checkpointed = len(covered)
@@ -183,4 +167,4 @@ class GroupCheckpointer:
         return outcome
 
     def close(self) -> None:
-        self.producer.flush(10)
+        self.writer.close()

@@ -10,51 +10,31 @@ group with active members there, and never moving a partition backwards.
 
 from __future__ import annotations
 
-import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
 from kafka_mirror.control.mm2_positions import mm2_offsets_topic, write_mm2_positions
 from kafka_mirror.engine.positions import FlowState
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.clients import control_consumer_config
+from kafka_mirror.kafka.internal_topics import InternalRecord, InternalTopicReader
 from kafka_mirror.mm2.records import Checkpoint, RecordFormatError
 
 
 def read_checkpoints(cluster: ClusterSpec, topic: str, timeout: float = 30.0) -> list[Checkpoint]:
     """Every checkpoint in partition 0 of ``topic`` in log order; unreadable records skipped."""
-    consumer = Consumer(control_consumer_config(cluster))
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout)
-        described = meta.topics.get(topic)
-        if described is None or described.error is not None:
-            return []
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout)
-        if high <= low:
-            return []
-        consumer.assign([TopicPartition(topic, 0, low)])
-        out: list[Checkpoint] = []
-        deadline = time.monotonic() + timeout
-        position = low
-        while position < high and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=1.0):
-                error = msg.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        position = high
-                    continue
-                position = (msg.offset() or 0) + 1
-                try:
-                    out.append(Checkpoint.decode(msg.key(), msg.value()))
-                except RecordFormatError:
-                    continue
-        return out
-    finally:
-        consumer.close()
+    out: list[Checkpoint] = []
+
+    def decode(record: InternalRecord) -> None:
+        with suppress(RecordFormatError):
+            out.append(Checkpoint.decode(record.key, record.value))
+
+    InternalTopicReader(
+        cluster, topic, label="reading checkpoints", timeout=timeout, partitions=[0]
+    ).read_to_end(decode)
+    return out
 
 
 def latest_checkpoints(

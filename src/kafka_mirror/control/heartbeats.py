@@ -9,11 +9,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from confluent_kafka import Producer
-
 from kafka_mirror.config.model import HeartbeatSpec
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.clients import control_producer_config
+from kafka_mirror.kafka.internal_topics import InternalTopicWriter, on_delivery
 from kafka_mirror.mm2.records import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -27,26 +25,28 @@ class HeartbeatEmitter:
         self.spec = spec
         self.delivered = delivered  # told each heartbeat's time (Unix) once the target has it
         self.admin = admins[spec.target.alias]
-        self.producer = Producer(control_producer_config(spec.target))
+        self.writer = InternalTopicWriter(
+            spec.target, spec.topic, label=f"heartbeat {spec.name} not written to"
+        )
         self.errors = 0
 
     def start(self) -> None:
-        self.admin.ensure_compacted_topic(self.spec.topic, self.spec.replication_factor)
+        self.writer.ensure_topic(self.admin, self.spec.replication_factor)
 
     def beat(self) -> None:
         now = int(time.time() * 1000)
         beat = Heartbeat(self.spec.source.alias, self.spec.target.alias, now)
 
-        def delivered(error: object, _msg: object) -> None:
-            if error is not None:
+        def delivered(reason: str | None) -> None:
+            if reason is not None:
                 self.errors += 1
-                log.warning("heartbeat %s not delivered: %s", self.spec.name, error)
+                log.warning("heartbeat %s not delivered: %s", self.spec.name, reason)
             elif self.delivered is not None:
                 self.delivered(now / 1000.0)
 
-        self.producer.produce(self.spec.topic, beat.value(), beat.key(), partition=0,
-                              timestamp=now, on_delivery=delivered)
-        self.producer.poll(0)
+        self.writer.send(beat.key(), beat.value(), partition=0, timestamp=now,
+                         delivered=on_delivery(delivered))
+        self.writer.poll()
 
     def close(self) -> None:
-        self.producer.flush(10)
+        self.writer.close()

@@ -16,13 +16,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from confluent_kafka import Producer
-
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
-from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.clients import control_producer_config
+from kafka_mirror.kafka.internal_topics import InternalTopicError, InternalTopicWriter
 from kafka_mirror.mm2.records import OffsetSync
 
 log = logging.getLogger(__name__)
@@ -44,13 +41,13 @@ class OffsetSyncWriter:
         self.written = written  # told after every batch's syncs are on the cluster
         self.cluster, self.topic = offset_syncs_location(flow)
         self.admin = admins[self.cluster.alias]
-        self.producer = Producer(control_producer_config(self.cluster))
+        self.writer = InternalTopicWriter(
+            self.cluster, self.topic, label=f"flow {flow.name}: offset syncs not written to"
+        )
         self.failures = 0
 
     def start(self) -> None:
-        self.admin.ensure_compacted_topic(
-            self.topic, self.flow.syncs.offset_syncs_replication_factor
-        )
+        self.writer.ensure_topic(self.admin, self.flow.syncs.offset_syncs_replication_factor)
 
     def on_written(self, event: BatchWritten) -> None:
         syncs = []
@@ -65,24 +62,13 @@ class OffsetSyncWriter:
                                         copied.target_end - 1))
         if not syncs:
             return
-        errors: list[str] = []
-
-        def delivered(error: object, _msg: object) -> None:
-            if error is not None:
-                errors.append(str(error))
-
-        for sync in syncs:
-            self.producer.produce(self.topic, sync.value(), sync.key(), partition=0,
-                                  on_delivery=delivered)
-        remaining = self.producer.flush(30)
-        if remaining or errors:
+        try:
+            self.writer.write(((s.key(), s.value()) for s in syncs), partition=0)
+        except InternalTopicError:
             self.failures += 1
-            raise MirrorError(
-                f"flow {self.flow.name}: offset syncs not written to {self.topic} on cluster "
-                f"'{self.cluster.alias}': {errors[0] if errors else 'timed out'}"
-            )
+            raise
         if self.written is not None:
             self.written()
 
     def close(self) -> None:
-        self.producer.flush(10)
+        self.writer.close()

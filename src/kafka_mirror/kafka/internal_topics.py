@@ -1,0 +1,328 @@
+"""Reading and writing MirrorMaker 2's internal topics, modelled on Kafka Connect's KafkaBasedLog.
+
+The internal topics (``mm2-offset-syncs.<cluster>.internal``, ``<source>.checkpoints.internal``,
+``heartbeats``, the Connect offsets topic ``mm2-offsets.<source>.internal``) are compacted logs
+that a reader replays from the beginning and a writer appends to:
+
+- :class:`InternalTopicReader` reads a topic's partitions from the start up to the end offsets
+  taken when the read begins (``KafkaBasedLog.readToEnd``), committed records only, handing each
+  record to a callback or returning them all.
+- :class:`InternalTopicWriter` creates the topic when it is missing (compacted, through
+  :class:`~kafka_mirror.kafka.admin.ClusterAdmin`), produces with delivery confirmation, flushes
+  with a timeout and closes (``KafkaBasedLog.send``/``flush``/``stop``).
+
+One timeout policy: every step that waits (metadata, end offsets, reading to the end, a flush)
+waits at most ``timeout`` seconds (30 unless given). Every failure is an
+:class:`InternalTopicError` naming the topic and the cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from kafka_mirror.config.model import ClusterSpec
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import control_consumer_config, control_producer_config
+
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "DEFAULT_TIMEOUT",
+    "DeliveryReport",
+    "EndTracker",
+    "InternalRecord",
+    "InternalTopicError",
+    "InternalTopicReader",
+    "InternalTopicWriter",
+    "on_delivery",
+]
+
+DEFAULT_TIMEOUT = 30.0
+# how long close() lets records still queued reach the cluster
+CLOSE_TIMEOUT = 10.0
+_OFFSET_BEGINNING = -2
+_CREATED_POLL = 0.2  # seconds between metadata checks after creating a topic
+
+
+class InternalTopicError(MirrorError):
+    """Reading or writing an internal topic failed; names the topic and the cluster."""
+
+    def __init__(self, label: str, topic: str, cluster: str, reason: str) -> None:
+        self.label = label
+        self.topic = topic
+        self.cluster = cluster
+        self.reason = reason
+        super().__init__(f"{label} {topic} on cluster '{cluster}': {reason}")
+
+
+@dataclass(frozen=True)
+class InternalRecord:
+    """One record of an internal topic; ``value`` None is a tombstone."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class EndTracker:
+    """Which partitions a read-to-end still waits for: those whose end offset (taken when the
+    read began) is above their start, until a record at end - 1 or the end itself is seen."""
+
+    def __init__(self, watermarks: dict[int, tuple[int, int]]) -> None:
+        self.ends = {p: high for p, (low, high) in watermarks.items() if high > low}
+        self.pending = set(self.ends)
+
+    def seen(self, partition: int, offset: int) -> None:
+        """A record at ``offset`` was read from ``partition``."""
+        if partition in self.ends and offset >= self.ends[partition] - 1:
+            self.pending.discard(partition)
+
+    def at_end(self, partition: int) -> None:
+        """The consumer reported the end of ``partition`` (all committed records read)."""
+        self.pending.discard(partition)
+
+    @property
+    def done(self) -> bool:
+        return not self.pending
+
+
+class InternalTopicReader:
+    """Reads an internal topic from its start to the end offsets taken when the read begins."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        topic: str,
+        *,
+        label: str = "reading",
+        timeout: float = DEFAULT_TIMEOUT,
+        partitions: Sequence[int] | None = None,
+        consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+    ) -> None:
+        """``label`` starts error messages (e.g. ``reading MM2's offsets topic``);
+        ``partitions`` limits the read to these (default: every partition)."""
+        self.cluster = cluster
+        self.topic = topic
+        self.label = label
+        self.timeout = timeout
+        self.partitions = partitions
+        self._consumer_factory = consumer_factory
+
+    def _error(self, reason: str) -> InternalTopicError:
+        return InternalTopicError(self.label, self.topic, self.cluster.alias, reason)
+
+    def read(self) -> list[InternalRecord]:
+        """Every record up to the end, in the order read (log order within a partition)."""
+        out: list[InternalRecord] = []
+        self.read_to_end(out.append)
+        return out
+
+    def read_to_end(self, on_record: Callable[[InternalRecord], None]) -> None:
+        """Hand every record up to the end to ``on_record``; a missing topic has none."""
+        consumer = self._consumer_factory(control_consumer_config(self.cluster))
+        try:
+            tracker = self._start(consumer)
+            if tracker is not None:
+                self._consume(consumer, tracker, on_record)
+        except KafkaException as exc:
+            raise self._error(f"failed: {_reason(exc)}") from exc
+        finally:
+            consumer.close()
+
+    def _start(self, consumer: Any) -> EndTracker | None:
+        # a full listing: a metadata request naming the topic could auto-create it
+        described = consumer.list_topics(timeout=self.timeout).topics.get(self.topic)
+        if described is None or described.error is not None:
+            return None
+        wanted = sorted(described.partitions) if self.partitions is None else self.partitions
+        tracker = EndTracker({
+            p: consumer.get_watermark_offsets(
+                TopicPartition(self.topic, p), timeout=self.timeout, cached=False
+            )
+            for p in wanted
+        })
+        consumer.assign(
+            [TopicPartition(self.topic, p, _OFFSET_BEGINNING) for p in sorted(tracker.pending)]
+        )
+        return tracker
+
+    def _consume(
+        self, consumer: Any, tracker: EndTracker, on_record: Callable[[InternalRecord], None]
+    ) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not tracker.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._error(
+                    f"did not reach the end of partitions {sorted(tracker.pending)} "
+                    f"within {self.timeout:.0f}s"
+                )
+            for msg in consumer.consume(num_messages=10_000, timeout=min(1.0, remaining)):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        tracker.at_end(msg.partition())
+                        continue
+                    raise self._error(f"failed: {error.str()}")
+                partition, offset = msg.partition(), msg.offset()
+                if partition is None or offset is None:
+                    continue
+                on_record(InternalRecord(partition, offset, msg.key(), msg.value()))
+                tracker.seen(partition, offset)
+
+
+def on_delivery(then: Callable[[str | None], None]) -> Callable[[KafkaError | None, Any], None]:
+    """A librdkafka delivery callback that tells ``then`` None when the record was delivered,
+    else the reason it was not."""
+
+    def delivered(error: KafkaError | None, _msg: Any) -> None:
+        then(None if error is None else str(error))
+
+    return delivered
+
+
+class DeliveryReport:
+    """Delivery outcomes of a batch of produced records: the reasons of those not delivered."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.callback = on_delivery(self._record)
+
+    def _record(self, reason: str | None) -> None:
+        if reason is not None:
+            self.failures.append(reason)
+
+    def reason(self, undelivered: int, timeout: float) -> str | None:
+        """Why a flush that left ``undelivered`` records failed; None when it did not."""
+        reasons = list(self.failures[:5])
+        if undelivered:
+            reasons.append(f"{undelivered} record(s) not acknowledged within {timeout:.0f}s")
+        return "; ".join(reasons) if reasons else None
+
+
+class InternalTopicWriter:
+    """A producer for one internal topic: create-if-missing, send, flush with a timeout, close."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        topic: str,
+        *,
+        label: str = "records not written to",
+        timeout: float = DEFAULT_TIMEOUT,
+        partition_by_key: bool = False,
+        producer_factory: Callable[[dict[str, Any]], Any] = Producer,
+    ) -> None:
+        """``label`` starts error messages (e.g. ``flow f: offset syncs not written to``).
+        ``partition_by_key``: records sent without a partition go where Kafka's Java default
+        partitioner puts their key (what Connect's own producer does)."""
+        self.cluster = cluster
+        self.topic = topic
+        self.label = label
+        self.timeout = timeout
+        conf: dict[str, Any] = dict(control_producer_config(cluster))
+        # internal topics are created compacted by ensure_topic, never auto-created
+        conf["allow.auto.create.topics"] = False
+        if partition_by_key:
+            conf["partitioner"] = "murmur2_random"  # Java's default partitioner for keys
+        self.producer = producer_factory(conf)
+
+    def _error(self, reason: str) -> InternalTopicError:
+        return InternalTopicError(self.label, self.topic, self.cluster.alias, reason)
+
+    def ensure_topic(
+        self, admin: ClusterAdmin, replication_factor: int = -1, partitions: int = 1
+    ) -> int:
+        """The topic's partition count; created first (compacted) when it is missing."""
+        existing = admin.topic_partitions(self.timeout).get(self.topic)
+        if existing is not None:
+            return existing
+        if partitions == 1:
+            admin.ensure_compacted_topic(self.topic, replication_factor)
+        else:
+            self._create(admin, partitions, replication_factor)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            count = admin.topic_partitions(self.timeout).get(self.topic)
+            if count is not None:
+                return count
+            if time.monotonic() >= deadline:
+                raise self._error("created but not in the metadata")
+            time.sleep(_CREATED_POLL)
+
+    def _create(self, admin: ClusterAdmin, partitions: int, replication_factor: int) -> None:
+        new = NewTopic(self.topic, num_partitions=partitions,
+                       replication_factor=replication_factor,
+                       config={"cleanup.policy": "compact"})
+        future = admin.client.create_topics([new], operation_timeout=self.timeout)[self.topic]
+        try:
+            future.result()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            raise self._error(f"cannot be created: {_reason(exc)}") from exc
+
+    def send(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        delivered: Callable[[KafkaError | None, Any], None] | None = None,
+    ) -> None:
+        """Queue one record (waiting for room when the queue is full); ``delivered`` is a
+        librdkafka delivery callback (see :func:`on_delivery`)."""
+        extra: dict[str, Any] = {}
+        if partition is not None:
+            extra["partition"] = partition
+        if timestamp is not None:
+            extra["timestamp"] = timestamp
+        if delivered is not None:
+            extra["on_delivery"] = delivered
+        while True:
+            try:
+                self.producer.produce(self.topic, value=value, key=key, **extra)
+                return
+            except BufferError:
+                self.producer.poll(0.1)
+
+    def poll(self) -> None:
+        """Serve delivery callbacks of records already acknowledged, without waiting."""
+        self.producer.poll(0)
+
+    def write(
+        self, records: Iterable[tuple[bytes | None, bytes | None]], partition: int | None = None
+    ) -> int:
+        """Send ``(key, value)`` records and wait until the cluster has every one; returns how
+        many were written. Raises :class:`InternalTopicError` when any is not delivered or the
+        flush times out."""
+        report = DeliveryReport()
+        count = 0
+        for key, value in records:
+            self.send(key, value, partition=partition, delivered=report.callback)
+            count += 1
+        if not count:
+            return 0
+        undelivered = self.producer.flush(self.timeout)
+        reason = report.reason(undelivered, self.timeout)
+        if reason is not None:
+            raise self._error(reason)
+        return count
+
+    def close(self) -> None:
+        """Let queued records reach the cluster (at most :data:`CLOSE_TIMEOUT` seconds)."""
+        self.producer.flush(CLOSE_TIMEOUT)
+
+
+def _reason(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)

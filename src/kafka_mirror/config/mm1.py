@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafka_mirror.config import keys
@@ -27,18 +26,6 @@ from kafka_mirror.mm2.topic_filter import LEGACY_TOPICS_EXCLUDE, TopicFilter
 
 log = logging.getLogger(__name__)
 TARGET_ALIAS = "target"
-
-
-@dataclass(frozen=True)
-class LegacyArgs:
-    consumer_configs: list[Path]
-    producer_config: Path
-    include: str | None = None
-    exclude: str | None = None
-    num_streams: int = 1
-    abort_on_send_failure: bool = True
-    offset_commit_interval_ms: int = 60_000
-    ignored: list[str] = field(default_factory=list)
 
 
 LEGACY_SYNCS = SyncSettings(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kafka_mirror.mm2.group_filter import GroupFilter
 from kafka_mirror.mm2.policy import HEARTBEATS_TOPIC, ReplicationPolicy
+from kafka_mirror.mm2.rules import should_replicate_topic
 from kafka_mirror.mm2.topic_filter import TopicFilter
 
 
@@ -122,13 +123,12 @@ class FlowSpec:
     def should_mirror(self, topic: str) -> bool:
         """MM2's test: passes the filter (or is a heartbeats topic, when those replicate), is
         not internal and did not come from the target."""
-        wanted = self.topic_filter.should_mirror(topic) or (
-            self.syncs.heartbeats_replication and self.policy.is_heartbeats_topic(topic)
-        )
-        return (
-            wanted
-            and not self.policy.is_internal_topic(topic)
-            and not self.policy.is_cycle(topic, self.target.alias)
+        return should_replicate_topic(
+            topic,
+            self.topic_filter,
+            self.policy,
+            self.target.alias,
+            self.syncs.heartbeats_replication,
         )
 
     def should_checkpoint(self, group: str) -> bool:

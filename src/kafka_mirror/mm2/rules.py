@@ -1,0 +1,1 @@
+../../../plugins/module_utils/mm2_rules.py

@@ -34,12 +34,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.jvm_artifacts import JvmArtifactsMissing, java_executable
+from kafka_mirror.jvm_artifacts import JvmArtifactsMissing, java_executable, jvm_home
 from kafka_mirror_testing.localcluster import write_properties
 
 __all__ = ["MAIN_CLASS", "PROBE_HEAP", "PROBE_TARGET", "probe", "probe_classpath"]
 
-PROBE_TARGET = Path(__file__).resolve().parents[2] / "jvm" / "mirror-client-probe" / "target"
+PROBE_TARGET = jvm_home() / "mirror-client-probe" / "target"  # $KAFKA_MIRROR_JVM_HOME or jvm/
 MAIN_CLASS = "io.kafkamirror.probe.MirrorClientProbe"
 PROBE_HEAP = "128m"
 JAR_PREFIX = "mirror-client-probe-"

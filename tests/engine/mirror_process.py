@@ -12,9 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
@@ -83,6 +82,16 @@ class MirrorProcess:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def failure(self) -> str | None:
+        """For :func:`wait_for`: the mirror exited (nothing it was awaited for will come)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            return f"mirror exited ({self.proc.returncode})"
+        return None
+
+    def tail(self) -> str:
+        """For :func:`wait_for`: the end of the mirror's log."""
+        return self.output()[-4000:]
+
 
 def end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[int, int]:
     """End offsets per partition; empty while the topic or a leader is not there yet."""
@@ -118,30 +127,19 @@ def committed_offsets(cluster: LocalKafkaCluster, group: str,
     return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else -1 for tp in result}
 
 
-def wait_for(condition: Any, timeout: float, what: str, proc: MirrorProcess | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if proc is not None and proc.proc is not None and proc.proc.poll() is not None:
-            tail = proc.output()[-4000:]
-            raise AssertionError(f"mirror exited while waiting for {what}:\n{tail}")
-        time.sleep(1.0)
-    tail = proc.output()[-4000:] if proc is not None else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tail}")
-
-
 Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
 
 
-def read_partitions(cluster: LocalKafkaCluster, topic: str) -> dict[int, list[Record]]:
-    """Every record of ``topic``, per partition, in offset order."""
+def read_with_offsets(cluster: LocalKafkaCluster,
+                      topic: str) -> dict[int, list[tuple[int, Record]]]:
+    """Every committed record of ``topic`` with its offset, per partition, in offset order
+    (transaction markers and aborted records are not records); fails when a partition is not
+    read to its end offset within 120 s."""
     ends = end_offsets(cluster, topic)
-    consumer = Consumer(
-        cluster.client_config(**{"group.id": "reader", "enable.auto.commit": "false",
-                                 "isolation.level": "read_committed"})
-    )
-    out: dict[int, list[Record]] = {p: [] for p in ends}
+    consumer = Consumer(cluster.client_config(**{
+        "group.id": "reader", "enable.auto.commit": "false",
+        "isolation.level": "read_committed", "enable.partition.eof": "true"}))
+    out: dict[int, list[tuple[int, Record]]] = {p: [] for p in ends}
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         remaining = {p for p, end in ends.items() if end > 0}
@@ -149,16 +147,23 @@ def read_partitions(cluster: LocalKafkaCluster, topic: str) -> dict[int, list[Re
         while remaining and time.monotonic() < deadline:
             for msg in consumer.consume(1000, timeout=1.0):
                 if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        position = consumer.position([TopicPartition(topic, msg.partition())])
+                        if position[0].offset >= ends[msg.partition()]:
+                            remaining.discard(msg.partition())
                     continue
-                p = msg.partition()
-                out[p].append(
-                    (msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])
-                )
-                if msg.offset() + 1 >= ends[p]:
-                    remaining.discard(p)
+                out[msg.partition()].append((msg.offset(), (
+                    msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])))
+        assert not remaining, f"partitions {remaining} of {topic} not read to their end"
     finally:
         consumer.close()
     return out
+
+
+def read_partitions(cluster: LocalKafkaCluster, topic: str) -> dict[int, list[Record]]:
+    """Every committed record of ``topic``, per partition, in offset order."""
+    return {p: [record for _, record in records]
+            for p, records in read_with_offsets(cluster, topic).items()}
 
 
 def first_occurrences(records: Iterable[Record]) -> list[Record]:

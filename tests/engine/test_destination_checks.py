@@ -5,18 +5,21 @@ mirrored (``mirror.fail.on.data.loss``). Real clusters; the end-to-end cases run
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import ConfigResource
-from mirror_process import MirrorProcess, end_offsets, mm2_properties, read_partitions, wait_for
+from mirror_process import MirrorProcess, end_offsets, mm2_properties, read_partitions
 
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.control.topics import TopicSync
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka]
 
@@ -44,13 +47,11 @@ def _topic_sync(source: LocalKafkaCluster, destination: LocalKafkaCluster, prefi
     return TopicSync(flow, ClusterAdmin(flow.source), ClusterAdmin(flow.target))
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, count: int, partition: int = 0,
-             first_timestamp: int = 1_600_000_000_000, **conf: str) -> None:
-    producer = Producer(cluster.client_config(**conf))
+def _counted(count: int, partition: int = 0,
+             first_timestamp: int = 1_600_000_000_000) -> Iterator[Message]:
     for i in range(count):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
-                         partition=partition, timestamp=first_timestamp + i)
-    producer.flush(60)
+        yield Message(key=f"k{i}".encode(), value=f"v{i}".encode(), partition=partition,
+                      timestamp=first_timestamp + i)
 
 
 def test_log_append_time_and_small_limit_reported_when_configs_not_synced(
@@ -133,13 +134,12 @@ def test_large_record_and_log_append_destination_mirrored_as_they_are(
     source_cluster.create_topic(f"{prefix}-ts", 1)
     destination_cluster.create_topic(f"source.{prefix}-ts", 1,
                                      config={"message.timestamp.type": "LogAppendTime"})
-    producer = Producer(source_cluster.client_config(**{"message.max.bytes": str(3 * MIB)}))
-    producer.produce(f"{prefix}-big", key=b"small", value=b"s", timestamp=1_600_000_000_000)
-    producer.produce(f"{prefix}-big", key=b"big", value=b"x" * (3 * MIB // 2),
-                     timestamp=1_600_000_000_001)
-    producer.produce(f"{prefix}-big", key=b"after", value=b"a", timestamp=1_600_000_000_002)
-    producer.flush(60)
-    _produce(source_cluster, f"{prefix}-ts", 50)
+    produce(source_cluster, f"{prefix}-big", [
+        Message(key=b"small", value=b"s", timestamp=1_600_000_000_000),
+        Message(key=b"big", value=b"x" * (3 * MIB // 2), timestamp=1_600_000_000_001),
+        Message(key=b"after", value=b"a", timestamp=1_600_000_000_002),
+    ], **{"message.max.bytes": str(3 * MIB)})
+    produce(source_cluster, f"{prefix}-ts", _counted(50))
 
     config = tmp_path / "mm2.properties"
     config.write_text(mm2_properties(source_cluster, destination_cluster,
@@ -178,8 +178,8 @@ def test_records_deleted_before_they_were_mirrored_are_named(
     offsets; with false they are named and skipped."""
     topic = unique_topic
     source_cluster.create_topic(topic, 2)
-    _produce(source_cluster, topic, 600, partition=0)
-    _produce(source_cluster, topic, 100, partition=1)
+    produce(source_cluster, topic, _counted(600, partition=0))
+    produce(source_cluster, topic, _counted(100, partition=1))
     config = tmp_path / "mm2.properties"
     config.write_text(mm2_properties(source_cluster, destination_cluster, f"topics = {topic}\n"))
     args = ["run", str(config), "--state-dir", str(tmp_path / "state")]
@@ -193,7 +193,7 @@ def test_records_deleted_before_they_were_mirrored_are_named(
         mirror.cleanup()
 
     before = read_partitions(source_cluster, topic)
-    _produce(source_cluster, topic, 600, partition=0, first_timestamp=1_600_000_100_000)
+    produce(source_cluster, topic, _counted(600, partition=0, first_timestamp=1_600_000_100_000))
     _delete_records(source_cluster, topic, 0, 1000)  # 600-999 never mirrored
 
     mirror = MirrorProcess(args, tmp_path / "second.log").start()

@@ -18,22 +18,26 @@ import itertools
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import NewPartitions
 from mirror_process import (
     MirrorProcess,
+    Record,
     end_offsets,
     first_occurrences,
     mm2_properties,
+    read_with_offsets,
     stop_compaction,
-    wait_for,
 )
 
 from kafka_mirror.engine.positions import FlowState
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 FLOW_DIR = "source_to_destination"
@@ -55,35 +59,6 @@ SKIPPED = re.compile(
     r"offset (?P<resume>\d+) instead of (?P<start>\d+)")
 
 Offset = int
-Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
-
-
-def read_all(cluster: LocalKafkaCluster, topic: str) -> dict[int, list[tuple[Offset, Record]]]:
-    """Every committed record of ``topic`` with its offset, per partition (transaction markers
-    and aborted records are not records)."""
-    ends = end_offsets(cluster, topic)
-    consumer = Consumer(cluster.client_config(**{
-        "group.id": "eo-reader", "enable.auto.commit": "false",
-        "isolation.level": "read_committed", "enable.partition.eof": "true"}))
-    out: dict[int, list[tuple[Offset, Record]]] = {p: [] for p in ends}
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-        remaining = {p for p, end in ends.items() if end > 0}
-        deadline = time.monotonic() + 120
-        while remaining and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=1.0):
-                if msg.error():
-                    if msg.error().code() == -191:  # _PARTITION_EOF
-                        position = consumer.position([TopicPartition(topic, msg.partition())])
-                        if position[0].offset >= ends[msg.partition()]:
-                            remaining.discard(msg.partition())
-                    continue
-                out[msg.partition()].append((msg.offset(), (
-                    msg.key(), msg.value(), tuple(msg.headers() or ()), msg.timestamp()[1])))
-        assert not remaining, f"partitions {remaining} of {topic} not read to their end"
-    finally:
-        consumer.close()
-    return out
 
 
 def produce_transactional(cluster: LocalKafkaCluster, topic: str, partitions: int,
@@ -123,13 +98,14 @@ def records_on(cluster: LocalKafkaCluster, topic: str) -> int:
 
 
 def restart_until(args: list[str], log: Path, cluster: LocalKafkaCluster, topic: str,
-                  records: int) -> MirrorProcess:
-    """Start the mirror again, wait until ``topic`` holds ``records``, give anything more 2 s to
-    show up (it would be a duplicate), then stop it with SIGTERM (exit 0)."""
+                  records: int, committed: Callable[[], bool]) -> MirrorProcess:
+    """Start the mirror again, wait until ``topic`` holds ``records`` and the mirror has
+    ``committed`` (anything more, a duplicate, would have been written by then), then stop it
+    with SIGTERM (exit 0)."""
     mirror = MirrorProcess(args, log).start()
     try:
         wait_for(lambda: records_on(cluster, topic) >= records, 300, "the rest mirrored", mirror)
-        time.sleep(2.0)
+        wait_for(committed, 120, "a batch committed past every source record", mirror)
         code, _ = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
     finally:
@@ -162,6 +138,19 @@ def committed_records(source: dict[int, list[tuple[Offset, Record]]],
             for p, records in source.items()}
 
 
+def committed_everything(cluster: LocalKafkaCluster, topic: str,
+                         state: Path) -> Callable[[], bool]:
+    """A condition: the mirror's last committed batch is past every record of ``topic`` on the
+    source (whatever the mirror would write twice, it writes before that commit)."""
+
+    def done() -> bool:
+        source = read_with_offsets(cluster, topic)
+        committed = committed_records(source, committed_positions(state, topic))
+        return committed == {p: len(records) for p, records in source.items()}
+
+    return done
+
+
 def assert_ranges_seamless(state: Path, topic: str, partition: int) -> None:
     """The flow's offset translation ranges of the partition leave no hole on either side (the
     skipped records are a range of their own, source [S, S') to target [T, E))."""
@@ -189,7 +178,7 @@ def test_kill_9_mid_batch_then_exactly_once_with_offset_gaps_and_a_fallback(
     state = tmp_path / "state"
     args = ["run", str(config), "--state-dir", str(state)]
     total = partitions * per_partition
-    source = read_all(source_cluster, topic)
+    source = read_with_offsets(source_cluster, topic)
     assert sum(len(r) for r in source.values()) == total
 
     def every_partition_cut() -> bool:
@@ -220,15 +209,14 @@ def test_kill_9_mid_batch_then_exactly_once_with_offset_gaps_and_a_fallback(
     assert all(n > 0 for n in partial.values()), (cut, committed)
     assert sum(cut.values()) < total, cut
     # a foreign record behind partition 2's cut batch: it cannot be proven to be the mirror's
-    with_foreign = Producer(destination_cluster.client_config())
-    with_foreign.produce(target_topic, key=b"foreign", value=b"not from the source", partition=2)
-    with_foreign.flush(30)
+    produce(destination_cluster, target_topic,
+            [Message(key=b"foreign", value=b"not from the source", partition=2)], timeout=30)
 
     second = restart_until(args, tmp_path / "mirror-2.log", destination_cluster, target_topic,
-                           total + 1)
+                           total + 1, committed_everything(source_cluster, topic, state))
     restarted = time.monotonic() - began
     log = second.output()
-    target = read_all(destination_cluster, target_topic)
+    target = read_with_offsets(destination_cluster, target_topic)
     skips = {int(m["partition"]): m for m in SKIPPED.finditer(log)}
     for p in (0, 1):
         got = [record for _, record in target[p]]
@@ -291,7 +279,8 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
         total = 2 * per_partition + 3 * 200
         wait_for(lambda: records_on(destination_cluster, target_topic) >= total,
                  300, "everything mirrored", mirror)
-        time.sleep(2.0)
+        wait_for(committed_everything(source_cluster, topic, state), 120,
+                 "a batch committed past every source record", mirror)
         code, _ = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
     finally:
@@ -301,8 +290,8 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
     skips = {int(m["partition"]): m for m in SKIPPED.finditer(log)}
     # the batch was cut by the restart (else this test proves nothing)
     assert skips, log[-3000:]
-    source = read_all(source_cluster, topic)
-    target = read_all(destination_cluster, target_topic)
+    source = read_with_offsets(source_cluster, topic)
+    target = read_with_offsets(destination_cluster, target_topic)
     for p in range(3):
         got = [record for _, record in target[p]]
         want = [record for _, record in source[p]]
@@ -320,25 +309,22 @@ def produce_compacted(cluster: LocalKafkaCluster, topic: str, partitions: int,
     test compares against)."""
     cluster.create_topic(topic, partitions, config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"})
-    producer = Producer(cluster.client_config(**{"linger.ms": "20"}))
     base = int(time.time() * 1000) - 3_600_000
     for round_, step in ((0, 1), (1, 3)):
-        for i in range(0, per_partition, step):
-            for p in range(partitions):
-                producer.produce(topic, key=f"k{p}-{i}".encode(),
-                                 value=f"{round_}-{i}".encode() * 3, partition=p,
-                                 timestamp=base + i, headers=[("r", str(round_).encode())])
-            producer.poll(0)
-        producer.flush(60)
+        produce(cluster, topic, (
+            Message(key=f"k{p}-{i}".encode(), value=f"{round_}-{i}".encode() * 3, partition=p,
+                    timestamp=base + i, headers=[("r", str(round_).encode())])
+            for i in range(0, per_partition, step) for p in range(partitions)),
+            **{"linger.ms": "20"})
         time.sleep(0.3)  # segment.ms=100: the next record rolls a new segment
 
     def holes_everywhere() -> bool:
-        for p in range(partitions):  # a record rolls each active segment, so it can be cleaned
-            producer.produce(topic, key=b"roll", value=b"r", partition=p)
-        producer.flush(30)
+        # a record rolls each active segment, so it can be cleaned
+        produce(cluster, topic, [Message(key=b"roll", value=b"r", partition=p)
+                                 for p in range(partitions)], timeout=30)
         written = per_partition + len(range(0, per_partition, 3))
         return all(sum(1 for _, record in records if record[0] != b"roll") < written
-                   for records in read_all(cluster, topic).values())
+                   for records in read_with_offsets(cluster, topic).values())
 
     wait_for(holes_everywhere, 120, "the log cleaner left holes in every partition")
     stop_compaction(cluster, topic)
@@ -354,13 +340,14 @@ def test_sigterm_mid_batch_past_the_grace_period_then_exactly_once_on_a_compacte
     topic = unique_topic
     target_topic = f"source.{topic}"
     produce_compacted(source_cluster, topic, 2, 15_000)
-    source = read_all(source_cluster, topic)
+    source = read_with_offsets(source_cluster, topic)
     total = sum(len(records) for records in source.values())
     config = tmp_path / "mm2.properties"
     config.write_text(mm2_properties(
         source_cluster, destination_cluster,
         f"topics = {topic}\nmirror.max.records.per.batch = 200000\n" + MIRROR_ONLY))
-    args = ["run", str(config), "--state-dir", str(tmp_path / "state")]
+    state = tmp_path / "state"
+    args = ["run", str(config), "--state-dir", str(state)]
 
     destination_cluster.set_producer_quota(SINK_CLIENT_ID, QUOTA)
     first = MirrorProcess(args, tmp_path / "mirror-1.log").start()
@@ -375,13 +362,13 @@ def test_sigterm_mid_batch_past_the_grace_period_then_exactly_once_on_a_compacte
     cut = settled_ends(destination_cluster, target_topic)
     assert 0 < sum(cut.values()) < total, cut  # the batch was cut (else this proves nothing)
     second = restart_until(args, tmp_path / "mirror-2.log", destination_cluster, target_topic,
-                           total)
+                           total, committed_everything(source_cluster, topic, state))
     skips = {int(m["partition"]): m for m in SKIPPED.finditer(second.output())}
     skipped = {p: int(m["records"]) for p, m in skips.items()}
     assert skipped == {p: n for p, n in cut.items() if n}, second.output()[-3000:]
     holes = {p: int(m["resume"]) - int(m["start"]) - int(m["records"]) for p, m in skips.items()}
     assert all(n > 0 for n in holes.values()), holes  # the skipped ranges span compaction holes
-    target = read_all(destination_cluster, target_topic)
+    target = read_with_offsets(destination_cluster, target_topic)
     for p in range(2):
         assert [r for _, r in target[p]] == [r for _, r in source[p]], f"partition {p}"
     print(f"SIGTERM mid-batch, compacted source: stopped in {took:.0f} s (grace period over, "

@@ -18,19 +18,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from mirror_client_probe import probe
-from mirror_process import (
-    CLI,
-    MirrorProcess,
-    committed_offsets,
-    end_offsets,
-    stop_compaction,
-    wait_for,
-)
+from mirror_process import CLI, MirrorProcess, committed_offsets, end_offsets, stop_compaction
 
 from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.control.failover import translate
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -45,13 +40,8 @@ def _letters() -> str:
 
 
 def _produce_plain(cluster: LocalKafkaCluster, topic: str) -> None:
-    producer = Producer(cluster.client_config())
-    for p in range(4):
-        for i in range(1000):
-            producer.produce(topic, key=f"{topic}-{p}-{i}".encode(), value=b"v" * 20,
-                             partition=p)
-        producer.poll(0)
-    producer.flush(60)
+    produce(cluster, topic, (Message(key=f"{topic}-{p}-{i}".encode(), value=b"v" * 20, partition=p)
+                             for p in range(4) for i in range(1000)))
 
 
 def _produce_transactions(cluster: LocalKafkaCluster, topic: str) -> None:
@@ -75,19 +65,16 @@ def _produce_transactions(cluster: LocalKafkaCluster, topic: str) -> None:
 
 def _produce_compacted(cluster: LocalKafkaCluster, topic: str) -> None:
     """Keys written over and over in several segments, so the log cleaner leaves offset holes."""
-    producer = Producer(cluster.client_config())
     for round_ in range(4):
-        for i in range(150):
-            producer.produce(topic, key=f"{topic}-k{i % 60}".encode(),
-                             value=f"{round_}-{i}".encode(), partition=0)
-        producer.flush(30)
+        produce(cluster, topic, (Message(key=f"{topic}-k{i % 60}".encode(),
+                                         value=f"{round_}-{i}".encode(), partition=0)
+                                 for i in range(150)), timeout=30)
         time.sleep(0.3)  # segment.ms=100: the next record rolls a new segment
 
 
 def _compacted(cluster: LocalKafkaCluster, topic: str) -> bool:
-    producer = Producer(cluster.client_config())
-    producer.produce(topic, key=b"roll", value=b"r", partition=0)  # rolls the active segment
-    producer.flush(30)
+    # rolls the active segment
+    produce(cluster, topic, [Message(key=b"roll", value=b"r", partition=0)], timeout=30)
     records = _records(cluster, topic, 0)
     return len(records) < end_offsets(cluster, topic)[0]
 

@@ -35,10 +35,10 @@ from mirror_process import (
     first_occurrences,
     read_partitions,
     running,
-    wait_for,
 )
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.waiting import wait_for
 
 # one worker runs them all (pytest-xdist): the network cuts use fixed test addresses
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.xdist_group("faults")]

@@ -10,27 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.waiting import wait_for
+
+LINGER = {"linger.ms": "5"}
 
 pytestmark = pytest.mark.kafka
-
-
-def _produce(cluster: LocalKafkaCluster, topic: str, records: list[dict[str, Any]]) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": "5"})
-    errors: list[object] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-
-    for rec in records:
-        producer.produce(topic, on_delivery=on_delivery, **rec)
-    assert producer.flush(30) == 0
-    assert not errors
 
 
 def _consume(
@@ -60,13 +50,14 @@ def _consume(
 
 
 def _wait_for_topic(admin: AdminClient, topic: str, timeout: float) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """The topic's partition count, once it exists."""
+
+    def there() -> bool:
         meta = admin.list_topics(timeout=5)
-        if topic in meta.topics and meta.topics[topic].error is None:
-            return len(meta.topics[topic].partitions)
-        time.sleep(0.5)
-    raise AssertionError(f"topic {topic} did not appear within {timeout}s")
+        return topic in meta.topics and meta.topics[topic].error is None
+
+    wait_for(there, timeout, f"topic {topic}", interval=0.5)
+    return len(admin.list_topics(topic, timeout=5).topics[topic].partitions)
 
 
 def test_clusters_start(
@@ -88,19 +79,20 @@ def test_produce_consume_roundtrip(source_cluster: LocalKafkaCluster, unique_top
     assert len(meta.topics[unique_topic].partitions) == 3
 
     headers = [("h1", b"v1"), ("h2", b""), ("h1", b"again")]
-    _produce(
+    produce(
         source_cluster,
         unique_topic,
         [
-            {
-                "key": b"the-key",
-                "value": b"the-value",
-                "partition": 2,
-                "headers": headers,
-                "timestamp": 1_700_000_000_123,
-            },
-            {"key": b"tomb", "value": None, "partition": 2},
+            Message(
+                key=b"the-key",
+                value=b"the-value",
+                partition=2,
+                headers=headers,
+                timestamp=1_700_000_000_123,
+            ),
+            Message(key=b"tomb", value=None, partition=2),
         ],
+        **LINGER,
     )
 
     msgs = _consume(source_cluster, [TopicPartition(unique_topic, 2, 0)], count=2, timeout=30)
@@ -126,19 +118,20 @@ def test_stock_mm2_mirrors_topic(
     topic = f"mm2-{unique_topic}"
     source_cluster.create_topic(topic, partitions=2)
     n = 200
-    _produce(
+    produce(
         source_cluster,
         topic,
         [
-            {
-                "key": f"k{i}".encode(),
-                "value": f"v{i}".encode(),
-                "partition": i % 2,
-                "headers": [("idx", str(i).encode())],
-                "timestamp": 1_700_000_000_000 + i,
-            }
+            Message(
+                key=f"k{i}".encode(),
+                value=f"v{i}".encode(),
+                partition=i % 2,
+                headers=[("idx", str(i).encode())],
+                timestamp=1_700_000_000_000 + i,
+            )
             for i in range(n)
         ],
+        **LINGER,
     )
 
     props = mm2_properties(source_cluster.bootstrap, destination_cluster.bootstrap, topics=topic)
@@ -213,18 +206,19 @@ def test_spark_connector_jars_and_interceptor(
     src, dst = f"{unique_topic}-in", f"{unique_topic}-out"
     source_cluster.create_topic(src)
     source_cluster.create_topic(dst)
-    _produce(
+    produce(
         source_cluster,
         src,
         [
-            {
-                "key": b"k1",
-                "value": b"v1",
-                "headers": [("kafka-mirror.timestamp", b"user"), ("a", b"1")],
-                "timestamp": 1_700_000_000_123,
-            },
-            {"key": None, "value": None, "timestamp": 1_700_000_000_456},
+            Message(
+                key=b"k1",
+                value=b"v1",
+                headers=[("kafka-mirror.timestamp", b"user"), ("a", b"1")],
+                timestamp=1_700_000_000_123,
+            ),
+            Message(key=None, value=None, timestamp=1_700_000_000_456),
         ],
+        **LINGER,
     )
     env = {
         **os.environ,

@@ -17,15 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from mirror_process import CLI, MirrorProcess, end_offsets, first_occurrences, read_partitions
-from mirror_process import wait_for as wait_until
 
 from kafka_mirror import jvm_artifacts
 from kafka_mirror.config.connector import connector_config
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.errors import ConfigError
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 POLICY_SOURCES = Path(__file__).parent / "data" / "policy"
 POLICY = "kmtest.UnderscorePolicy"
@@ -261,12 +261,10 @@ def _mirror_maker_connector_config(props: dict[str, str], source: str,
 RECORDS = 300
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, partitions: int) -> None:
-    producer = Producer(cluster.client_config())
+def _numbered(topic: str, partitions: int) -> Iterator[Message]:
     for i in range(RECORDS):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"{topic}-{i}".encode(),
-                         partition=i % partitions)
-    assert producer.flush(60) == 0
+        yield Message(key=f"k{i}".encode(), value=f"{topic}-{i}".encode(),
+                      partition=i % partitions)
 
 
 def _topics(cluster: LocalKafkaCluster) -> set[str]:
@@ -300,9 +298,9 @@ def test_active_active_with_custom_policy(
     source_cluster.create_topic(t, 2)
     destination_cluster.create_topic(u, 1)
     destination_cluster.create_topic(old, 1)  # as if mirrored from A before
-    _produce(source_cluster, t, 2)
-    _produce(destination_cluster, u, 1)
-    _produce(destination_cluster, old, 1)
+    produce(source_cluster, t, _numbered(t, 2))
+    produce(destination_cluster, u, _numbered(u, 1))
+    produce(destination_cluster, old, _numbered(old, 1))
     config = tmp_path / "mm2.properties"
     config.write_text(
         f"clusters = {a}, {b}\n"
@@ -326,9 +324,9 @@ def test_active_active_with_custom_policy(
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
                            tmp_path / "mirror.log", env={"CLASSPATH": str(policy_jar)}).start()
     try:
-        wait_until(lambda: _complete(destination_cluster, f"{a}__{t}", 2), 120,
+        wait_for(lambda: _complete(destination_cluster, f"{a}__{t}", 2), 120,
                    f"{a}__{t} on {b}", mirror)
-        wait_until(lambda: _complete(source_cluster, f"{b}__{u}", 1), 60,
+        wait_for(lambda: _complete(source_cluster, f"{b}__{u}", 1), 60,
                    f"{b}__{u} on {a}", mirror)
         mirrored = time.monotonic()
         # two more refreshes of B->A, which now list a__t too

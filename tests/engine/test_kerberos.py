@@ -3,8 +3,8 @@
 The KDC (``krb5kdc``, a throw-away realm on 127.0.0.1) and the broker are started here, once per
 module. The control plane needs a confluent-kafka whose librdkafka has Cyrus SASL (PyPI's wheels
 do not: ``scripts/build-gssapi-client.sh --install .venv``); with PyPI's wheel those tests skip,
-saying so (``KAFKA_MIRROR_REQUIRE_GSSAPI=1`` makes that a failure). The JAAS translation tests
-need neither.
+saying so (``KAFKA_MIRROR_REQUIRE_GSSAPI=1`` makes that a failure). The JAAS translation tests,
+which need neither, are in tests/unit/kafka_mirror/kafka/test_kerberos_cases.py.
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from mirror_process import MirrorProcess, read_partitions, wait_for
+from mirror_process import MirrorProcess, read_partitions
 
-from kafka_mirror.cli import main as cli
 from kafka_mirror.config.mm2 import mm2_from_text
-from kafka_mirror.errors import ClusterUnreachable, ConfigError
+from kafka_mirror.errors import ClusterUnreachable
 from kafka_mirror.kafka import kerberos
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.clients import librdkafka_config, parse_jaas
 from kafka_mirror.kafka.kerberos import keytab_login
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.localkdc import (
@@ -33,6 +31,8 @@ from kafka_mirror_testing.localkdc import (
     combined_krb5_conf,
     kerberized_cluster,
 )
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 
@@ -40,89 +40,6 @@ KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 def _jaas(keytab: Path | str, principal: str) -> str:
     return (f'{KRB5} required useKeyTab=true storeKey=true keyTab="{keytab}" '
             f'principal="{principal}";')
-
-
-def _gssapi_props(jaas: str, **extra: str) -> dict[str, str]:
-    return {"bootstrap.servers": "localhost:1", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "GSSAPI", "sasl.kerberos.service.name": "kafka",
-            "sasl.jaas.config": jaas, **extra}
-
-
-# ------------------------------------------------------------------ JAAS -> librdkafka (no KDC)
-def test_keytab_jaas_becomes_librdkafka_keytab_login() -> None:
-    conf = librdkafka_config(
-        _gssapi_props(_jaas("/etc/security/keytabs/mirror.keytab", "mirror@EXAMPLE.COM")),
-        "cluster 'A'",
-    )
-    assert conf["sasl.mechanisms"] == "GSSAPI"
-    assert conf["sasl.kerberos.keytab"] == "/etc/security/keytabs/mirror.keytab"
-    assert conf["sasl.kerberos.principal"] == "mirror@EXAMPLE.COM"
-    assert conf["sasl.kerberos.service.name"] == "kafka"
-    assert "sasl.username" not in conf and "sasl.password" not in conf
-
-
-def test_jaas_service_name_ticket_cache_and_default_mechanism() -> None:
-    props = _gssapi_props(f'{KRB5} required useTicketCache=true serviceName="kafka-dr";')
-    del props["sasl.kerberos.service.name"], props["sasl.mechanism"]  # GSSAPI is the default
-    conf = librdkafka_config(props, "cluster 'A'")
-    assert conf["sasl.kerberos.service.name"] == "kafka-dr"
-    # tickets from the existing cache: librdkafka must not run kinit itself
-    assert conf["sasl.kerberos.min.time.before.relogin"] == "0"
-    assert "sasl.kerberos.keytab" not in conf
-
-
-def test_jaas_parser_reads_java_syntax() -> None:
-    module, options = parse_jaas(
-        f'  {KRB5}  required\n useKeyTab=true keyTab="/k t/x.keytab" '
-        'principal="a\\"b@R" debug=false ; '
-    )
-    assert module == KRB5
-    assert options == {"useKeyTab": "true", "keyTab": "/k t/x.keytab", "principal": 'a"b@R',
-                       "debug": "false"}
-
-
-@pytest.mark.parametrize(
-    ("jaas", "reason"),
-    [
-        (f'{KRB5} required useKeyTab=true principal="m@R";', "needs keyTab="),
-        (f'{KRB5} required useKeyTab=true keyTab="/k";', "needs principal="),
-        (f"{KRB5} required storeKey=true;", "useKeyTab=true"),
-        (f'{KRB5} required useTicketCache=true ticketCache="/tmp/cc";', "KRB5CCNAME"),
-        ('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
-         'password="SECRET-pw";', "needs com.sun.security.auth.module.Krb5LoginModule"),
-        (f'{KRB5} useKeyTab=true keyTab="/k" principal="m@R";', "control flag"),
-        (f'{KRB5} required useKeyTab=true keyTab="/k" principal="m@R"', "expected ';'"),
-        (f'{KRB5} required useKeyTab=true keyTab="/k SECRET-pw principal=m;', "unexpected"),
-        (f'{KRB5} required useKeyTab=true; {KRB5} required password=SECRET-pw;',
-         "one login module"),
-    ],
-)
-def test_unusable_jaas_is_an_error_naming_cluster_and_key(jaas: str, reason: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        librdkafka_config(_gssapi_props(jaas), "cluster 'dr'")
-    message = str(info.value)
-    assert "cluster 'dr'" in message and "key 'sasl.jaas.config'" in message
-    assert reason in message
-    assert "SECRET" not in message
-
-
-def test_jaas_of_a_non_sasl_cluster_is_ignored_like_java_does() -> None:
-    props = _gssapi_props("not a JAAS line", **{"security.protocol": "SSL"})
-    assert "sasl.kerberos.keytab" not in librdkafka_config(props, "cluster 'A'")
-
-
-def test_check_config_reports_an_unusable_kerberos_jaas(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = tmp_path / "mm2.properties"
-    config.write_text(
-        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
-        "A->B.enabled = true\nA.security.protocol = SASL_PLAINTEXT\n"
-        f'A.sasl.jaas.config = {KRB5} required useKeyTab=true principal="m@R";\n'
-    )
-    assert cli.main(["check-config", str(config)]) == 2
-    err = capsys.readouterr().err
-    assert str(config) in err and "cluster 'A'" in err and "'sasl.jaas.config'" in err
 
 
 # ------------------------------------------------------------------ a real KDC and broker
@@ -378,11 +295,10 @@ def test_one_principal_per_realm_in_one_process(
     keytab_b = realm_b.add_principal(principal_b)
     topic = "two-realms"
     kerberized.create_topic(topic, 2)
-    producer = Producer(kerberized.client_config())
-    for i in range(300):
-        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
-                         headers=[("h", str(i).encode())], timestamp=1_700_000_000_000 + i)
-    assert producer.flush(60) == 0
+    produce(kerberized, topic, (
+        Message(key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
+                headers=[("h", str(i).encode())], timestamp=1_700_000_000_000 + i)
+        for i in range(300)))
     both = realm_b.dir.parent / "both.conf"
     config = tmp_path / "mm2.properties"
     config.write_text(

@@ -16,10 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from mirror_client_probe import probe
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
 
 pytestmark = [pytest.mark.kafka]
 
@@ -91,16 +92,11 @@ def _ensure_heartbeats(cluster: LocalKafkaCluster) -> None:
             raise
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, records: list[tuple[bytes, bytes]]) -> None:
-    errors: list[Any] = []
-    producer = Producer({**cluster.client_config(), "acks": "all", "linger.ms": 0})
-    for key, value in records:
-        producer.produce(
-            topic, key=key, value=value, partition=0,
-            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
-        )
-    assert producer.flush(30) == 0, "records not delivered"
-    assert not errors, errors
+ACKED = {"acks": "all", "linger.ms": "0"}
+
+
+def _on_partition_0(records: list[tuple[bytes, bytes]]) -> Iterator[Message]:
+    return (Message(key=key, value=value, partition=0) for key, value in records)
 
 
 def _probe_all(
@@ -148,8 +144,10 @@ def test_checkpoints_translate_remote_offsets_and_decode(
         (group, remote, 0, 12, 11, "later"),  # the last record for a partition wins
         (group, f"{alias}.a-{unique_topic}", 2, 1, 0, ""),
     ]
-    _produce(destination_cluster, checkpoints, [checkpoint_record(*c) for c in written])
-    _produce(destination_cluster, dashed, [checkpoint_record(group, remote, 3, 7, 6, "u")])
+    produce(destination_cluster, checkpoints,
+            _on_partition_0([checkpoint_record(*c) for c in written]), **ACKED)
+    produce(destination_cluster, dashed,
+            _on_partition_0([checkpoint_record(group, remote, 3, 7, 6, "u")]), **ACKED)
 
     props = destination_cluster.client_config()
     dash_props = {**props, "replication.policy.separator": "-"}
@@ -199,7 +197,8 @@ def test_heartbeats_hops_upstream_and_remote_topics(
     for name in (one_hop, two_hops, remote_data):
         topics(name)
     beats = [(a, "here", 1_700_000_000_000), (b, a, 1_700_000_000_123)]
-    _produce(destination_cluster, "heartbeats", [heartbeat_record(*h) for h in beats])
+    produce(destination_cluster, "heartbeats",
+            _on_partition_0([heartbeat_record(*h) for h in beats]), **ACKED)
 
     props = destination_cluster.client_config()
     got = _probe_all({
@@ -244,8 +243,10 @@ def test_decode_offset_syncs_and_errors(
     topics(syncs_topic)
     topics(junk)
     syncs = [(unique_topic, 0, 5, 7), (unique_topic, 1, 100, 250), ("t-\u00fc", 2, 0, 0)]
-    _produce(destination_cluster, syncs_topic, [offset_sync_record(*s) for s in syncs])
-    _produce(destination_cluster, junk, [heartbeat_record(alias, "x", 1)])
+    produce(destination_cluster, syncs_topic,
+            _on_partition_0([offset_sync_record(*s) for s in syncs]), **ACKED)
+    produce(destination_cluster, junk,
+            _on_partition_0([heartbeat_record(alias, "x", 1)]), **ACKED)
 
     props = destination_cluster.client_config()
     calls = {

@@ -9,10 +9,10 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -30,22 +30,24 @@ from mirror_process import (
     first_occurrences,
     mm2_properties,
     read_partitions,
-    wait_for,
 )
 
 from kafka_mirror_testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 BIG = 180_000  # bytes; the topic allows 200 000, so this is near max.message.bytes
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, partitions: int, count: int,
-             tag: str) -> None:
-    producer = Producer(cluster.client_config(**{"message.max.bytes": "1000000"}))
+LARGE = {"message.max.bytes": "1000000"}
+
+
+def _records(partitions: int, count: int, tag: str) -> Iterator[Message]:
+    """Null keys, tombstones, repeated and null headers, values of several sizes, timestamps."""
     for i in range(count):
-        producer.produce(
-            topic,
+        yield Message(
             key=None if i % 7 == 3 else f"{tag}-key-{i}".encode(),
             value=None if i % 11 == 5 else f"{tag}-value-{i}".encode() * (1 + i % 5),
             partition=i % partitions,
@@ -53,7 +55,6 @@ def _produce(cluster: LocalKafkaCluster, topic: str, partitions: int, count: int
             if i % 3 else None,
             timestamp=1_600_000_000_000 + i * 1000,
         )
-    producer.flush(60)
 
 
 def _same(source: LocalKafkaCluster, destination: LocalKafkaCluster, topic: str,
@@ -90,12 +91,10 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
     source_cluster.create_topic(f"{prefix}-a", 4)
     source_cluster.create_topic(f"{prefix}-b", 2, config={"max.message.bytes": "200000"})
     source_cluster.create_topic(f"{prefix}-internal", 1)
-    _produce(source_cluster, f"{prefix}-a", 4, 2000, "a")
-    _produce(source_cluster, f"{prefix}-b", 2, 300, "b")
-    producer = Producer(source_cluster.client_config())
-    producer.produce(f"{prefix}-b", key=b"big", value=b"x" * BIG, partition=1,
-                     timestamp=1_700_000_000_000)
-    producer.flush(30)
+    produce(source_cluster, f"{prefix}-a", _records(4, 2000, "a"), **LARGE)
+    produce(source_cluster, f"{prefix}-b", _records(2, 300, "b"), **LARGE)
+    produce(source_cluster, f"{prefix}-b", [
+        Message(key=b"big", value=b"x" * BIG, partition=1, timestamp=1_700_000_000_000)])
 
     config = tmp_path / "mm2.properties"
     config.write_text(mm2_properties(source_cluster, destination_cluster,
@@ -130,11 +129,12 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
 
         # a new matching topic and new partitions are picked up without a restart
         source_cluster.create_topic(f"{prefix}-c", 3)
-        _produce(source_cluster, f"{prefix}-c", 3, 90, "c")
+        produce(source_cluster, f"{prefix}-c", _records(3, 90, "c"), **LARGE)
         for future in admin.create_partitions([NewPartitions(f"{prefix}-a", 6)]).values():
             future.result()
-        time.sleep(2)
-        _produce(source_cluster, f"{prefix}-a", 6, 600, "a2")
+        wait_for(lambda: len(end_offsets(source_cluster, f"{prefix}-a")) == 6, 30,
+                 "the new partitions' leaders", mirror)
+        produce(source_cluster, f"{prefix}-a", _records(6, 600, "a2"), **LARGE)
         wait_for(lambda: _mirror_has(destination_cluster, f"source.{prefix}-c",
                                      {0: 30, 1: 30, 2: 30}), 90, "new topic mirrored", mirror)
         wait_for(lambda: _mirror_has(destination_cluster, f"source.{prefix}-a",
@@ -153,9 +153,8 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
                          timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "all partitions match" in run.stdout
-    tamper = Producer(destination_cluster.client_config())
-    tamper.produce(f"source.{prefix}-c", key=b"intruder", value=b"!", partition=2)
-    tamper.flush(30)
+    produce(destination_cluster, f"source.{prefix}-c",
+            [Message(key=b"intruder", value=b"!", partition=2)])
     run = subprocess.run([*CLI, "verify", str(config)], capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -174,14 +173,12 @@ def test_kill_9_mid_stream_loses_nothing_and_keeps_order(
     done = threading.Event()
 
     def produce_slowly() -> None:
-        producer = Producer(source_cluster.client_config())
-        for i in range(total):
-            producer.produce(topic, key=f"k{i % 97}".encode(), value=f"v{i}".encode(),
-                             partition=i % 3, headers=[("n", str(i).encode())])
-            if i % 1000 == 999:
-                producer.flush(30)
-                time.sleep(0.25)
-        producer.flush(30)
+        for start in range(0, total, 1000):
+            produce(source_cluster, topic, (
+                Message(key=f"k{i % 97}".encode(), value=f"v{i}".encode(), partition=i % 3,
+                        headers=[("n", str(i).encode())])
+                for i in range(start, min(start + 1000, total))), timeout=30)
+            time.sleep(0.25)  # a stream over several seconds, not a burst: paces the writer
         done.set()
 
     config = tmp_path / "mm2.properties"
@@ -343,7 +340,7 @@ def test_legacy_mm1_flags_mirror_with_partitions_and_names_kept(
 ) -> None:
     topic = f"mm1-{unique_topic}"
     source_cluster.create_topic(topic, 3)
-    _produce(source_cluster, topic, 3, 300, "mm1")
+    produce(source_cluster, topic, _records(3, 300, "mm1"), **LARGE)
     consumer = tmp_path / "consumer.properties"
     consumer.write_text(f"bootstrap.servers={source_cluster.bootstrap}\n"
                         f"group.id=mm1-{unique_topic}\nauto.offset.reset=earliest\n")

@@ -1,6 +1,7 @@
 """Stock MirrorMaker 2's source positions: read (takeover MM2 -> kafka-mirror) and write (back).
 
-The broker tests run real stock MM2 (Kafka 4.3.1, dedicated mode) against the session clusters:
+(The record format's pure tests: tests/unit/kafka_mirror/control/test_mm2_positions_cases.py.)
+The tests here run real stock MM2 (Kafka 4.3.1, dedicated mode) against the session clusters:
 MM2 stores positions that :func:`read_mm2_positions` must return, and a restarted MM2 must
 continue exactly from the positions :func:`write_mm2_positions` stored.
 """
@@ -13,10 +14,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource
 from mirror_process import end_offsets
 
@@ -24,78 +24,28 @@ from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.control.mm2_positions import (
     mm2_offsets_topic,
     mm2_source_key,
-    mm2_source_value,
-    mm2_worker_group,
     read_mm2_positions,
     write_mm2_positions,
 )
-from kafka_mirror.errors import ConfigError, MirrorError
+from kafka_mirror.errors import MirrorError
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
-from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.stock_mm2 import RECORDS_ONLY, StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.waiting import wait_for
 
 MM2_HEAP = "384m"
+LINGER = {"linger.ms": "5"}
 
 # Computed with Kafka 4.3.1's jars (jvm/kafka-dist/target/lib): the key is
 # JsonConverter(schemas.enable=false, isKey=true).fromConnectData(t, null,
 # List.of("MirrorSourceConnector", <HashMap put topic, partition, cluster as in
 # MirrorUtils.wrapPartition>)), the partition Utils.toPositive(Utils.murmur2(key)) % 25.
 JAVA_PARTITION_OF_A_ORDERS = {0: 3, 1: 11, 2: 7, 3: 4, 4: 23, 24: 17}
-JAVA_KEY_SRC_TXYZ_7 = (
-    b'["MirrorSourceConnector",{"cluster":"src","partition":7,"topic":"t.x-y_z"}]'
-)
-JAVA_ODD_ALIAS = "q\"b\\s/\u0001\t\n\r\b\f\u001f\u007f\u00e9\u20ac\U0001f600\u2028"
-JAVA_KEY_ODD_ALIAS_HEX = (
-    "5b224d6972726f72536f75726365436f6e6e6563746f72222c7b22636c7573746572223a22715c22625c5c"
-    "732f5c75303030315c745c6e5c725c625c665c75303031467fc3a9e282ac5c75443833445c7544453030e2"
-    "80a8222c22706172746974696f6e223a323134373438333634372c22746f706963223a226f7264657273227d5d"
-)
 
 
 def _letters() -> str:
     """8 random lowercase letters (aliases must not collide between tests on shared clusters)."""
     return "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:8])
-
-
-# ------------------------------------------------------------------ unit tests (no broker)
-
-
-def test_source_key_is_byte_identical_to_kafka_json_converter() -> None:
-    assert mm2_source_key("A", "orders", 0) == (
-        b'["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]'
-    )
-    assert mm2_source_key("src", "t.x-y_z", 7) == JAVA_KEY_SRC_TXYZ_7
-    # Jackson's escaping: short escapes, \u00XX upper case, non-BMP as escaped surrogates,
-    # DEL / non-ASCII / U+2028 raw UTF-8
-    assert mm2_source_key(JAVA_ODD_ALIAS, "orders", 2**31 - 1).hex() == JAVA_KEY_ODD_ALIAS_HEX
-    with pytest.raises(ValueError):
-        mm2_source_key("A", "orders", -1)
-    with pytest.raises(ValueError):
-        mm2_source_key("A", "orders", 2**31)
-
-
-def test_source_value_is_last_copied_offset() -> None:
-    assert mm2_source_value(42) == b'{"offset":41}'
-    assert mm2_source_value(1) == b'{"offset":0}'
-    with pytest.raises(ValueError):
-        mm2_source_value(0)
-
-
-def test_offsets_topic_name_precedence() -> None:
-    assert mm2_offsets_topic({}, "A", "B") == "mm2-offsets.A.internal"
-    props = {"B.offset.storage.topic": "b-offsets", "A->B.offset.storage.topic": "ignored"}
-    assert mm2_offsets_topic(props, "A", "B") == "b-offsets"
-    assert mm2_offsets_topic(props, "B", "A") == "mm2-offsets.B.internal"
-    # top-level beats <target>. and applies to every pair
-    props["offset.storage.topic"] = " all-offsets "
-    assert mm2_offsets_topic(props, "A", "B") == "all-offsets"
-    assert mm2_offsets_topic(props, "B", "A") == "all-offsets"
-    with pytest.raises(ConfigError, match=r"B\.offset\.storage\.topic"):
-        mm2_offsets_topic({"B.offset.storage.topic": " "}, "A", "B")
-
-
-def test_worker_group_name() -> None:
-    assert mm2_worker_group({}, "A", "B") == "A-mm2"
-    assert mm2_worker_group({"group.id": "no", "B.group.id": "g"}, "A", "B") == "g"
 
 
 # ------------------------------------------------------------------ broker helpers
@@ -105,31 +55,18 @@ def _spec(cluster: LocalKafkaCluster, alias: str) -> ClusterSpec:
     return ClusterSpec(alias=alias, client={"bootstrap.servers": cluster.bootstrap})
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, records: list[dict[str, Any]]) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
-    errors: list[object] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-
-    for record in records:
-        producer.produce(topic, on_delivery=on_delivery, **record)
-    assert producer.flush(30) == 0
-    assert not errors
-
-
 def _produce_values(
     cluster: LocalKafkaCluster, topic: str, per_partition: dict[int, range]
 ) -> None:
-    _produce(
+    produce(
         cluster,
         topic,
         [
-            {"value": f"p{p}-{i}".encode(), "partition": p}
+            Message(value=f"p{p}-{i}".encode(), partition=p)
             for p, indexes in per_partition.items()
             for i in indexes
         ],
+        **LINGER,
     )
 
 
@@ -140,26 +77,24 @@ def _end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[tuple[str, int]
     if topic not in meta.topics or meta.topics[topic].error is not None:
         return {}
     count = len(meta.topics[topic].partitions)
-    deadline = time.monotonic() + 30
-    while len(ends := end_offsets(cluster, topic)) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{topic}: end offsets of {len(ends)} of {count} partitions")
-        time.sleep(0.2)
+    ends: dict[int, int] = {}
+
+    def every_leader() -> bool:
+        ends.update(end_offsets(cluster, topic))
+        return len(ends) >= count
+
+    wait_for(every_leader, 30, f"the end offsets of {topic}'s {count} partitions", interval=0.2)
     return {(topic, p): end for p, end in ends.items()}
 
 
 def _wait_for_count(cluster: LocalKafkaCluster, topic: str, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    total = 0
-    while time.monotonic() < deadline:
+    def total() -> int:
         try:
-            total = sum(_end_offsets(cluster, topic).values())
+            return sum(_end_offsets(cluster, topic).values())
         except KafkaException:  # a topic just created: its leader is not elected yet
-            total = 0
-        if total >= count:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"{topic}: {total} records after {timeout}s, expected {count}")
+            return 0
+
+    wait_for(lambda: total() >= count, timeout, f"{count} records on {topic}", interval=0.3)
 
 
 def _read_all(
@@ -237,16 +172,7 @@ def mm2_flow(
         topics=topic,
         source_alias=source_alias,
         target_alias=target_alias,
-        extra={
-            "offset.flush.interval.ms": "1000",
-            # one herder (no heartbeats: no reverse pair) and nothing else to do
-            "emit.heartbeats.enabled": "false",
-            # other tests' heartbeats topics on the shared clusters would replicate too
-            "heartbeats.replication.enabled": "false",
-            "emit.checkpoints.enabled": "false",
-            "sync.group.offsets.enabled": "false",
-            "sync.topic.configs.enabled": "false",
-        },
+        extra={**RECORDS_ONLY, "sync.topic.configs.enabled": "false"},
     )
     flow = Mm2Flow(
         source_cluster, destination_cluster, source_alias, target_alias, topic, props,
@@ -335,27 +261,28 @@ def test_write_creates_topic_like_connect_and_places_like_java(
     assert placed[mm2_source_key("A", "orders", 9)][1] is None  # tombstone
 
     # records MM2 would not use: skipped (with a warning for the malformed ones)
-    _produce(
+    produce(
         destination_cluster,
         topic,
         [
-            {"key": b"not json", "value": b'{"offset":1}', "partition": 0},
-            {"key": b'{"cluster":"A"}', "value": b'{"offset":1}', "partition": 0},
-            {  # alphabetic field order: MM2 looks up other bytes
-                "key": b'["MirrorSourceConnector",{"cluster":"A","topic":"orders","partition":5}]',
-                "value": b'{"offset":1}', "partition": 0,
-            },
-            {"key": mm2_source_key("A", "orders", 6), "value": b'{"offset":"x"}', "partition": 0},
-            {"key": mm2_source_key("A", "orders", 7), "value": b'{"offset":-1}', "partition": 0},
-            {"key": mm2_source_key("B", "orders", 8), "value": b'{"offset":5}', "partition": 0},
-            {"key": b'["MirrorCheckpointConnector",{"partition":3,"topic":"A.orders",'
-                    b'"group":"g1"}]', "value": b'{"offset":0}', "partition": 0},
+            Message(key=b"not json", value=b'{"offset":1}', partition=0),
+            Message(key=b'{"cluster":"A"}', value=b'{"offset":1}', partition=0),
+            Message(  # alphabetic field order: MM2 looks up other bytes
+                key=b'["MirrorSourceConnector",{"cluster":"A","topic":"orders","partition":5}]',
+                value=b'{"offset":1}', partition=0,
+            ),
+            Message(key=mm2_source_key("A", "orders", 6), value=b'{"offset":"x"}', partition=0),
+            Message(key=mm2_source_key("A", "orders", 7), value=b'{"offset":-1}', partition=0),
+            Message(key=mm2_source_key("B", "orders", 8), value=b'{"offset":5}', partition=0),
+            Message(key=b'["MirrorCheckpointConnector",{"partition":3,"topic":"A.orders",'
+                    b'"group":"g1"}]', value=b'{"offset":0}', partition=0),
             # a later record for key 3 in the same partition wins; a tombstone deletes key 4
-            {"key": mm2_source_key("A", "orders", 3), "value": b'{"offset":7}',
-             "partition": JAVA_PARTITION_OF_A_ORDERS[3]},
-            {"key": mm2_source_key("A", "orders", 4), "value": None,
-             "partition": JAVA_PARTITION_OF_A_ORDERS[4]},
+            Message(key=mm2_source_key("A", "orders", 3), value=b'{"offset":7}',
+                    partition=JAVA_PARTITION_OF_A_ORDERS[3]),
+            Message(key=mm2_source_key("A", "orders", 4), value=None,
+                    partition=JAVA_PARTITION_OF_A_ORDERS[4]),
         ],
+        **LINGER,
     )
     with caplog.at_level(logging.WARNING, logger="kafka_mirror.control.mm2_positions"):
         read = read_mm2_positions(spec, topic, "A")

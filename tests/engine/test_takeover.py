@@ -18,10 +18,11 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from mirror_process import (
     CLI,
     MirrorProcess,
@@ -29,7 +30,6 @@ from mirror_process import (
     end_offsets,
     first_occurrences,
     read_partitions,
-    wait_for,
 )
 
 from kafka_mirror.config.model import ClusterSpec
@@ -39,7 +39,9 @@ from kafka_mirror.control.mm2_positions import (
     write_mm2_positions,
 )
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, write_properties
-from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.stock_mm2 import RECORDS_ONLY, StockMirrorMaker2, mm2_properties
+from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -53,22 +55,14 @@ def _letters() -> str:
     return "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:8])
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, partitions: int, start: int, count: int,
-             tag: str) -> None:
+LINGER = {"linger.ms": "5"}
+
+
+def _numbered(partitions: int, start: int, count: int, tag: str) -> Iterator[Message]:
     """Records ``start .. start+count-1``, round robin over the partitions, each one unique."""
-    producer = Producer(cluster.client_config(**{"linger.ms": "5"}))
-    errors: list[object] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-
     for i in range(start, start + count):
-        producer.produce(topic, key=f"{tag}-k{i % 13}".encode(), value=f"{tag}-v{i}".encode(),
-                         partition=i % partitions, headers=[("n", str(i).encode())],
-                         on_delivery=on_delivery)
-    assert producer.flush(60) == 0
-    assert not errors, errors
+        yield Message(key=f"{tag}-k{i % 13}".encode(), value=f"{tag}-v{i}".encode(),
+                      partition=i % partitions, headers=[("n", str(i).encode())])
 
 
 def _write_config(path: Path, props: dict[str, str], extra: str = "") -> Path:
@@ -84,15 +78,7 @@ def _mm2_props(source: LocalKafkaCluster, destination: LocalKafkaCluster, topic:
     return mm2_properties(
         source.bootstrap, destination.bootstrap, topics=topic,
         source_alias=source_alias, target_alias=target_alias,
-        extra={
-            "offset.flush.interval.ms": "1000",
-            # one herder and nothing else to do, for both mirrors
-            "emit.heartbeats.enabled": "false",
-            # other tests' heartbeats topics on the shared clusters would replicate too
-            "heartbeats.replication.enabled": "false",
-            "emit.checkpoints.enabled": "false",
-            "sync.group.offsets.enabled": "false",
-        },
+        extra=RECORDS_ONLY,  # for both mirrors
     )
 
 
@@ -129,14 +115,15 @@ def test_takeover_from_mirrormaker2_mid_stream(
     s, d = f"s{_letters()}", f"d{_letters()}"
     remote = f"{s}.{topic}"
     source_cluster.create_topic(topic, parts)
-    _produce(source_cluster, topic, parts, 0, n1, "one")
+    produce(source_cluster, topic, _numbered(parts, 0, n1, "one"), **LINGER)
     props = _mm2_props(source_cluster, destination_cluster, topic, s, d)
     config = _write_config(tmp_path / "mm2.properties", props)
 
     mm2 = StockMirrorMaker2(config, tmp_path / "mm2", heap=MM2_HEAP)
     def produce_mid_stream() -> None:  # n2 records over ~4 s while MM2 copies them
         for chunk in range(20):
-            _produce(source_cluster, topic, parts, n1 + chunk * (n2 // 20), n2 // 20, "two")
+            produce(source_cluster, topic,
+                    _numbered(parts, n1 + chunk * (n2 // 20), n2 // 20, "two"), **LINGER)
             time.sleep(0.2)
 
     writer = threading.Thread(target=produce_mid_stream)
@@ -167,7 +154,7 @@ def test_takeover_from_mirrormaker2_mid_stream(
     for p in range(parts):
         assert stored[(topic, p)] <= copied_by_mm2[p]  # never past what it copied
 
-    _produce(source_cluster, topic, parts, n1 + n2, n3, "three")
+    produce(source_cluster, topic, _numbered(parts, n1 + n2, n3, "three"), **LINGER)
     mirror = _run(config, tmp_path, "mirror")
     try:
         wait_for(lambda: _caught_up(source_cluster, topic, destination_cluster, remote), 240,
@@ -205,7 +192,7 @@ def test_takeover_mm2_off_copies_from_the_beginning(
     s, d = f"s{_letters()}", f"d{_letters()}"
     remote = f"{s}.{topic}"
     source_cluster.create_topic(topic, parts)
-    _produce(source_cluster, topic, parts, 0, 200, "all")
+    produce(source_cluster, topic, _numbered(parts, 0, 200, "all"), **LINGER)
     props = _mm2_props(source_cluster, destination_cluster, topic, s, d)
     offsets_topic = mm2_offsets_topic(props, s, d)
     write_mm2_positions(_spec(destination_cluster, d), offsets_topic, s,
@@ -237,7 +224,7 @@ def test_takeover_from_mm1_group(
     topic, group = f"mm1-{unique_topic}", f"mm1-group-{_letters()}"
     committed = {0: 150, 1: 90}
     source_cluster.create_topic(topic, 2)
-    _produce(source_cluster, topic, 2, 0, 400, "mm1")
+    produce(source_cluster, topic, _numbered(2, 0, 400, "mm1"), **LINGER)
     # where MirrorMaker 1 stopped: its consumer group's committed offsets
     consumer = Consumer(source_cluster.client_config(**{"group.id": group}))
     try:
@@ -289,7 +276,7 @@ def test_way_back_to_mirrormaker2(
     s, d = f"s{_letters()}", f"d{_letters()}"
     remote = f"{s}.{topic}"
     source_cluster.create_topic(topic, parts)
-    _produce(source_cluster, topic, parts, 0, 200, "first")
+    produce(source_cluster, topic, _numbered(parts, 0, 200, "first"), **LINGER)
     props = _mm2_props(source_cluster, destination_cluster, topic, s, d)
     config = _write_config(tmp_path / "mm2.properties", props)
 
@@ -312,12 +299,16 @@ def test_way_back_to_mirrormaker2(
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"{parts} partitions written to {offsets_topic} on {d}" in run.stdout
 
-    _produce(source_cluster, topic, parts, 200, 100, "second")
+    produce(source_cluster, topic, _numbered(parts, 200, 100, "second"), **LINGER)
     mm2 = StockMirrorMaker2(config, tmp_path / "mm2", heap=MM2_HEAP)
     try:
         mm2.start(wait_started=120)
         wait_for(lambda: _total(destination_cluster, remote) >= 300, 120, "MM2 copied 100")
-        time.sleep(3)  # room for anything MM2 would copy twice
+        ends = {(topic, p): end for p, end in end_offsets(source_cluster, topic).items()}
+        # MM2 committed its positions past every record: anything it would copy twice, it
+        # copied before
+        wait_for(lambda: read_mm2_positions(_spec(destination_cluster, d), offsets_topic, s)
+                 == ends, 60, "MM2's positions committed at the source's end")
     finally:
         mm2.stop(timeout=60)
     src = read_partitions(source_cluster, topic)

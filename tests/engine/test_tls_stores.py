@@ -11,18 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
-from mirror_process import MirrorProcess, end_offsets, wait_for
+from mirror_process import MirrorProcess, end_offsets
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 PASSWORD = "st0re-pass"
 
@@ -160,10 +161,8 @@ def test_mirror_from_a_tls_cluster_with_jks_stores(
     same JKS settings."""
     cluster, home = tls
     cluster.create_topic(unique_topic, 2)
-    producer = Producer(cluster.client_config())
-    for i in range(40):
-        producer.produce(unique_topic, key=b"k%d" % i, value=b"v", partition=i % 2)
-    producer.flush(30)
+    produce(cluster, unique_topic,
+            (Message(key=b"k%d" % i, value=b"v", partition=i % 2) for i in range(40)), timeout=30)
     client = _client(cluster, home, "truststore.jks", "client.jks")
     config = tmp_path / "mm2.properties"
     config.write_text(

@@ -6,33 +6,26 @@ topic gone) or while it is stopped."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
-from mirror_process import (
-    MirrorProcess,
-    Record,
-    first_occurrences,
-    mm2_properties,
-    read_partitions,
-    wait_for,
-)
+from confluent_kafka import KafkaException
+from mirror_process import MirrorProcess, Record, first_occurrences, mm2_properties, read_partitions
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, tag: str, counts: dict[int, int]) -> None:
-    producer = Producer(cluster.client_config())
+def _tagged(tag: str, counts: dict[int, int]) -> Iterator[Message]:
     for partition, count in counts.items():
         for i in range(count):
-            producer.produce(topic, key=f"{tag}-{partition}-{i}".encode(), value=tag.encode(),
-                             partition=partition)
-    assert producer.flush(60) == 0
+            yield Message(key=f"{tag}-{partition}-{i}".encode(), value=tag.encode(),
+                          partition=partition)
 
 
 def _recreate(cluster: LocalKafkaCluster, topic: str, partitions: int,
@@ -78,7 +71,7 @@ def test_topic_deleted_and_created_again_is_mirrored_from_its_start(
 ) -> None:
     topic, target = unique_topic, f"source.{unique_topic}"
     source_cluster.create_topic(topic, 2)
-    _produce(source_cluster, topic, "old", {0: 200, 1: 100})
+    produce(source_cluster, topic, _tagged("old", {0: 200, 1: 100}))
     expected = read_partitions(source_cluster, topic)
     config = tmp_path / "mm2.properties"
     config.write_text(mm2_properties(source_cluster, destination_cluster,
@@ -91,7 +84,7 @@ def test_topic_deleted_and_created_again_is_mirrored_from_its_start(
         # while the mirror runs: fewer records than the old topic had (its positions would
         # point past the new topic's end)
         _recreate(source_cluster, topic, 2)
-        _produce(source_cluster, topic, "new", {0: 50, 1: 30})
+        produce(source_cluster, topic, _tagged("new", {0: 50, 1: 30}))
         for partition, records in read_partitions(source_cluster, topic).items():
             expected[partition] += records
         wait_for(lambda: _mirrored(destination_cluster, target, expected), 240,
@@ -104,7 +97,7 @@ def test_topic_deleted_and_created_again_is_mirrored_from_its_start(
         _recreate(source_cluster, topic, 2, lambda: wait_for(
             lambda: mirror.output().count(WITHOUT_IT) > runs_without, 120,
             "the mirror restarted without the deleted topic", mirror))
-        _produce(source_cluster, topic, "again", {0: 40, 1: 20})
+        produce(source_cluster, topic, _tagged("again", {0: 40, 1: 20}))
         for partition, records in read_partitions(source_cluster, topic).items():
             expected[partition] += records
         wait_for(lambda: _mirrored(destination_cluster, target, expected), 240,
@@ -118,7 +111,7 @@ def test_topic_deleted_and_created_again_is_mirrored_from_its_start(
 
     # while the mirror is stopped: found at the start
     _recreate(source_cluster, topic, 2)
-    _produce(source_cluster, topic, "newer", {0: 20, 1: 10})
+    produce(source_cluster, topic, _tagged("newer", {0: 20, 1: 10}))
     for partition, records in read_partitions(source_cluster, topic).items():
         expected[partition] += records
     mirror = MirrorProcess(args, tmp_path / "second.log").start()

@@ -11,22 +11,17 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from mirror_client_probe import probe
-from mirror_process import (
-    CLI,
-    MirrorProcess,
-    end_offsets,
-    first_occurrences,
-    read_partitions,
-    wait_for,
-)
+from mirror_process import CLI, MirrorProcess, end_offsets, first_occurrences, read_partitions
 
 from kafka_mirror.mm2.records import Heartbeat, RecordFormatError
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -37,14 +32,11 @@ CHUNK_PAUSE = 0.7  # (3000 - 100) / 100 chunks * 0.7 s ~ 20 s of producing while
 PARTITIONS = {"a": 3, "b": 2}
 
 
-def _produce(cluster: LocalKafkaCluster, topic: str, partitions: int, start: int,
-             stop: int) -> None:
-    producer = Producer(cluster.client_config())
+def _numbered(topic: str, partitions: int, start: int, stop: int) -> Iterator[Message]:
     for i in range(start, stop):
-        producer.produce(topic, key=f"k{i % 17}".encode(), value=f"{topic}-{i}".encode(),
-                         partition=i % partitions, headers=[("n", str(i).encode())],
-                         timestamp=1_700_000_000_000 + i)
-    producer.flush(60)
+        yield Message(key=f"k{i % 17}".encode(), value=f"{topic}-{i}".encode(),
+                      partition=i % partitions, headers=[("n", str(i).encode())],
+                      timestamp=1_700_000_000_000 + i)
 
 
 def _has(cluster: LocalKafkaCluster, topic: str, expected: dict[int, int]) -> bool:
@@ -101,8 +93,8 @@ def test_active_active_and_chain_with_heartbeats(
     try:
         source_cluster.create_topic(topic_a, PARTITIONS["a"])
         destination_cluster.create_topic(topic_b, PARTITIONS["b"])
-        _produce(source_cluster, topic_a, PARTITIONS["a"], 0, FIRST_CHUNK)
-        _produce(destination_cluster, topic_b, PARTITIONS["b"], 0, FIRST_CHUNK)
+        produce(source_cluster, topic_a, _numbered(topic_a, PARTITIONS["a"], 0, FIRST_CHUNK))
+        produce(destination_cluster, topic_b, _numbered(topic_b, PARTITIONS["b"], 0, FIRST_CHUNK))
 
         config = tmp_path / "mm2.properties"
         config.write_text(
@@ -136,8 +128,10 @@ def test_active_active_and_chain_with_heartbeats(
 
         def produce_while_mirroring() -> None:
             for start in range(FIRST_CHUNK, PER_TOPIC, CHUNK):
-                _produce(source_cluster, topic_a, PARTITIONS["a"], start, start + CHUNK)
-                _produce(destination_cluster, topic_b, PARTITIONS["b"], start, start + CHUNK)
+                stop = start + CHUNK
+                produce(source_cluster, topic_a, _numbered(topic_a, PARTITIONS["a"], start, stop))
+                produce(destination_cluster, topic_b,
+                        _numbered(topic_b, PARTITIONS["b"], start, stop))
                 time.sleep(CHUNK_PAUSE)
 
         writer = threading.Thread(target=produce_while_mirroring, daemon=True)

@@ -30,10 +30,11 @@ import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import IO, Any, Self
 
 from kafka_mirror.jvm_artifacts import java_executable, kafka_classpath
+from kafka_mirror_testing.service import Service
 
 __all__ = [
     "JvmProcess",
@@ -231,7 +232,7 @@ class JvmProcess:
             return 0
 
 
-class LocalKafkaCluster:
+class LocalKafkaCluster(Service):
     """A single-node KRaft Kafka cluster on 127.0.0.1, for tests, demos and benchmarks.
 
     ``server_overrides`` are merged last into ``server.properties``. To add e.g. a SASL listener,
@@ -572,17 +573,6 @@ class LocalKafkaCluster:
 
     def alive(self) -> bool:
         return self._process is not None and self._process.alive()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = f"pid={self.pid}, bootstrap={self.bootstrap}" if self.alive() else "stopped"

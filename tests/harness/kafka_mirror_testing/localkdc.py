@@ -29,8 +29,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Self
+from typing import IO, Any, Self
 
 from kafka_mirror_testing.localcluster import (
     LOOPBACK,
@@ -39,6 +38,7 @@ from kafka_mirror_testing.localcluster import (
     stop_process,
     tail,
 )
+from kafka_mirror_testing.service import Service
 
 __all__ = [
     "DEFAULT_REALM",
@@ -123,7 +123,7 @@ def _free_udp_port(host: str = LOOPBACK) -> int:
         return port
 
 
-class LocalKdc:
+class LocalKdc(Service):
     """An MIT Kerberos KDC for one throw-away realm, on 127.0.0.1, as a context manager.
 
     ``with LocalKdc(workdir) as kdc: keytab = kdc.add_principal("mirror")``. Clients in this
@@ -279,16 +279,8 @@ class LocalKdc:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def __exit__(self, *exc_info: Any) -> None:
+        super().__exit__(*exc_info)
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 

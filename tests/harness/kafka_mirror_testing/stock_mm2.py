@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from kafka_mirror.jvm_artifacts import java_executable, kafka_classpath
@@ -22,6 +21,7 @@ from kafka_mirror_testing.localcluster import (
     tail,
     write_properties,
 )
+from kafka_mirror_testing.service import Service
 
 __all__ = ["MM2_MAIN", "StockMirrorMaker2", "mm2_properties", "read_properties"]
 
@@ -29,6 +29,18 @@ MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 
 # Logged by org.apache.kafka.connect.mirror.MirrorMaker once all herders are started.
 STARTED_MARKER = "Kafka MirrorMaker started"
+
+
+# An MM2 that only copies records and stores its source positions every second: one herder
+# (no heartbeats), no checkpoints, no group offset sync; other tests' heartbeats topics on
+# shared clusters are not replicated. For ``mm2_properties(extra=...)``.
+RECORDS_ONLY: Mapping[str, str] = {
+    "offset.flush.interval.ms": "1000",
+    "emit.heartbeats.enabled": "false",
+    "heartbeats.replication.enabled": "false",
+    "emit.checkpoints.enabled": "false",
+    "sync.group.offsets.enabled": "false",
+}
 
 
 def mm2_properties(
@@ -86,7 +98,7 @@ def read_properties(path: Path) -> dict[str, str]:
     return props
 
 
-class StockMirrorMaker2:
+class StockMirrorMaker2(Service):
     """Stock MirrorMaker 2 in dedicated mode, started and stopped by PID.
 
     ``properties`` is either a mapping (written as ``<workdir>/mm2.properties``) or the path of an
@@ -187,14 +199,3 @@ class StockMirrorMaker2:
         if self._process is None:
             return False
         return self._process.wait_for_log(text, timeout)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -193,8 +193,6 @@ def test_topic_filters_match_whole_names() -> None:
         ("A->B.sync.topic.configs.enabled = yes\n", "A->B.sync.topic.configs.enabled", "yes"),
         ("topics = ([a\n", "topics", "([a"),
         ("refresh.topics.interval.seconds = -5\n", "refresh.topics.interval.seconds", "-5"),
-        ("replication.policy.class = com.example.Custom\n", "replication.policy.class",
-         "com.example.Custom"),
         ("mirror.starting.offsets = middle\n", "mirror.starting.offsets", "middle"),
     ],
 )

@@ -254,25 +254,12 @@ run_monitoring() {
 
 run_modules() {
   echo "== modules against real clusters"
-  local root=$WORK/modules rc=0 np pid starts=()
-  local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log
-  export MOL_HOME=$WORK/clusters
-  # The three PLAINTEXT clusters start at once, while the render step (which needs none) runs: a
-  # start is mostly JVM warm-up, one after the other they took a minute and more. Once they
-  # answer, a fourth with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners and random
-  # passwords starts while the playbooks run on the first three (it writes $vars when it answers
-  # on every listener; it has 120 s: not beside the three other starts on a loaded machine).
-  for np in checks-src:29092 checks-dst:29192 checks-c:29292; do
-    bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start "${np%%:*}" 127.0.0.1 "${np#*:}" \
-      >"$WORK/start-${np%%:*}.log" 2>&1 &
-    starts+=($!)
-  done
-  run_render || rc=1
-  for pid in "${starts[@]}"; do wait "$pid" || rc=1; done
-  cat "$WORK"/start-checks-{src,dst,c}.log
-  python "$REPO/tests/integration/secured_cluster.py" "$WORK/secured" "$vars" >"$WORK/secured-cluster.log" 2>&1 &
-  secured_pid=$!
+  local root=$WORK/modules rc=0
+  run_render || return 1
   copy_collection "$root/ansible_collections/kafka/mirror"
+  export MOL_HOME=$WORK/clusters
+  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-src 127.0.0.1 29092 || return 1
+  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-dst 127.0.0.1 29192 || rc=1
   if [ $rc -eq 0 ]; then
     python "$REPO/tests/integration/seed.py" 29092 && \
     ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
@@ -282,10 +269,20 @@ run_modules() {
       -e ansible_python_interpreter="$(command -v python)" -e src_port=29092 -e dst_port=29192 \
       "$REPO/tests/integration/flows_per_host.yml" || rc=1; }
     # hosts with mirror_flows: these two clusters and a third one
-    [ $rc -eq 0 ] && { run_flows_topology "$root" 29092 29192 29292 || rc=1; }
+    if [ $rc -eq 0 ]; then
+      if bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-c 127.0.0.1 29292; then
+        run_flows_topology "$root" 29092 29192 29292 || rc=1
+      else
+        rc=1
+      fi
+      bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-c || true
+    fi
   fi
-  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-c || true
+  # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners and random passwords.
+  local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log
   if [ $rc -eq 0 ]; then
+    python "$REPO/tests/integration/secured_cluster.py" "$WORK/secured" "$vars" >"$WORK/secured-cluster.log" 2>&1 &
+    secured_pid=$!
     for _ in $(seq 240); do
       [ -f "$vars" ] && break
       kill -0 "$secured_pid" 2>/dev/null || break

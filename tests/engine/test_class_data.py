@@ -57,9 +57,12 @@ def test_files_of_processes_that_are_gone_are_removed(tmp_path: Path) -> None:
 
 # One driver JVM per process: each start is a Python process of its own, as the mirror is.
 START = textwrap.dedent("""
-    import json, sys, time
+    import json, os, sys, time
     from pathlib import Path
     from kafka_mirror.engine.class_data import ClassData, RunningJvm
+    # the archive is built at this test's own priority: at the lowest (a mirror's), beside the
+    # other pytest worker's JVMs, the build waited minutes for the CPU (the test took 295 s in CI)
+    os.setpriority = lambda *args: None
     from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
     data = ClassData(Path(sys.argv[1]))
     conf = data.spark_conf(spark_conf({"spark.master": "local[2]", "spark.driver.memory": "512m"},

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,8 +70,8 @@ class FakeMm2:
         return self.positions
 
 
-def _flow(**changes: object) -> FlowSpec:
-    return replace(mm2_from_text(CONFIG).flows[0], **changes)  # type: ignore[arg-type]
+def _flow(**changes: Any) -> FlowSpec:
+    return replace(mm2_from_text(CONFIG).flows[0], **changes)
 
 
 def _committed(state: FlowState, ids: dict[str, str], positions: dict[str, dict[str, int]]

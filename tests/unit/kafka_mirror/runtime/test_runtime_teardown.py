@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +136,9 @@ class FakeControl:
 
     def assemble(self, runners: dict[str, FakeRunner]) -> list[Any]:
         for name in runners:
-            self.teardown.tasks.add(f"{name} task", lambda n=name: self.log(f"{n} task stopped"))
+            self.teardown.tasks.add(f"{name} task", partial(self.log, f"{name} task stopped"))
             self.teardown.checkpointers.add(
-                f"{name} checkpoints", lambda n=name: self.log(f"{n} checkpointer closed"))
+                f"{name} checkpoints", partial(self.log, f"{name} checkpointer closed"))
         self.teardown.emitters.add("heartbeats", self._broken)
         return []
 

@@ -1,0 +1,405 @@
+"""One flow's lifecycle: its query started, followed as its topics change, restarted after a
+failure (with backoff) and stopped between batches."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.control.offset_syncs import OffsetSyncWriter
+from kafka_mirror.control.topics import TopicSync
+from kafka_mirror.engine.acked_positions import FILE as ACKED_FILE
+from kafka_mirror.engine.acked_positions import AckedPositions
+from kafka_mirror.engine.batch_writer import BatchWriter, BatchWritten, WriteHook
+from kafka_mirror.engine.exactly_once import TARGET_ENDS_FILE, TargetEnds
+from kafka_mirror.engine.flow_query import start_query
+from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
+from kafka_mirror.engine.positions import (
+    FlowState,
+    Positions,
+    ids_to_record,
+    recreated_topics,
+    starting_offsets,
+)
+from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, task_slots_needed
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import admin_properties, spark_sink_options
+from kafka_mirror.observability.null_metrics import Metrics
+from kafka_mirror.runtime.exactly_once_restart import ExactlyOnceRestart, SkipNotKnown, keeps_prefix
+from kafka_mirror.runtime.failures import error_kind, failed_for_good, first_line, permanent_failure
+from kafka_mirror.runtime.realtime_flow import RealTimeFlow
+from kafka_mirror.runtime.restarts import (
+    RECORD_SIZE,
+    TOPIC_RECREATED,
+    TOPICS_CHANGED,
+    restart_decision,
+    retry_delay,
+)
+from kafka_mirror.runtime.resume import ResumePlanner
+from kafka_mirror.state.offset_ranges import OffsetRanges
+
+log = logging.getLogger(__name__)
+STOP_GRACE_SECONDS = 15.0
+Writer = BatchWriter | RealTimeWriter
+
+
+class RangeKeeper:
+    """Batch-writer hook: remembers where each batch landed, for offset translation."""
+
+    def __init__(self, ranges: OffsetRanges) -> None:
+        self.ranges = ranges
+
+    def on_written(self, event: BatchWritten) -> None:
+        for copy in event.copies:
+            self.ranges.add(copy.topic, copy.partition, copy.copied)
+
+
+class FlowRunner:
+    """One flow's query, restarted on a fresh checkpoint generation when its topics change."""
+
+    def __init__(self, flow: FlowSpec, state_root: Path, admins: Mapping[str, ClusterAdmin],
+                 raw_config: Mapping[str, str], metrics: Metrics, with_latency: bool) -> None:
+        """``with_latency``: the queries measure replication latency (metrics are served)."""
+        self.flow = flow
+        self.metrics = metrics
+        self.with_latency = with_latency
+        metrics.register(flow)
+        self.state = FlowState(state_root / flow.path_name)
+        self.source = admins[flow.source.alias]
+        self.target = admins[flow.target.alias]
+        self.topics = TopicSync(flow, self.source, self.target,
+                                partial(metrics.topics_changed, flow))
+        self.ranges_path = self.state.flow_dir / "offset-ranges.json"
+        self.ranges = OffsetRanges.load(self.ranges_path)
+        self.offset_syncs = (
+            OffsetSyncWriter(flow, admins, partial(metrics.offset_syncs_written, flow))
+            if flow.syncs.emit_offset_syncs else None
+        )
+        self.hooks: list[WriteHook] = [RangeKeeper(self.ranges)]
+        if self.offset_syncs is not None:
+            self.hooks.append(self.offset_syncs)
+        # real-time mode resumes after the last record the target acknowledged
+        self.acked = AckedPositions(self.state.flow_dir / ACKED_FILE)
+        if flow.realtime:
+            self.hooks.append(self.acked)
+        self.realtime = RealTimeFlow(flow, self.source, self.acked, self.hooks)
+        self.target_ends = (
+            TargetEnds(self.state.flow_dir / TARGET_ENDS_FILE)
+            if flow.exactly_once_target and keeps_prefix(flow) else None
+        )
+        self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
+                                    self.target_ends, self.save_ranges, dict(raw_config))
+        self.exactly_once = (
+            ExactlyOnceRestart(flow, self.source, self.target_ends, self.hooks,
+                               self.save_ranges, metrics)
+            if self.target_ends is not None else None
+        )
+        # the batch writer of the query started last (did its last write end normally?)
+        self.last_writer: Writer | None = None
+        self.query: Any = None
+        # per query run (progress events of a stopped run can still arrive after a restart)
+        self.writers: dict[str, Writer] = {}
+        # the other flows of the process (real-time ones hold task slots)
+        self.peers: Mapping[str, FlowRunner] = {}
+        self.assignment: dict[str, int] = {}
+        self.next_refresh = 0.0
+        self.failures = 0
+        self.retry_at = 0.0
+        self.failed: str | None = None  # why the flow stopped for good
+        self.target_offsets: JvmEndOffsets | None = None
+        # the largest max.message.bytes among the source topics: wanted, and the running
+        # query's (its producer's max.request.size follows it)
+        self.largest_batch = 0
+        self.started_largest_batch = 0
+        # source topic IDs: now, and those the running query started with
+        self.topic_ids: dict[str, str] = {}
+        self.started_ids: dict[str, str] = {}
+        self._ids_warned = False  # the source cluster has no topic IDs (reported once)
+        # the last read of the IDs: what it found (None: the cluster has none) or why it failed
+        self._ids_read: dict[str, str] | str | None = {}
+
+    def start_control(self) -> None:
+        """Internal topics the flow writes exist before any batch runs."""
+        if self.offset_syncs is not None:
+            self.offset_syncs.start()
+
+    def sync_topics(self) -> dict[str, int]:
+        """Bring the target topics in line; return the source partitions to mirror."""
+        plans = self.topics.sync()
+        self.largest_batch = max((p.source_max_message_bytes or 0 for p in plans), default=0)
+        self.next_refresh = time.monotonic() + self.flow.refresh_interval_seconds
+        assignment = {p.source_topic: p.partitions for p in plans}
+        self.topic_ids = self._source_topic_ids(sorted(assignment))
+        return assignment
+
+    def _source_topic_ids(self, topics: list[str]) -> dict[str, str]:
+        """The source topics' IDs (none when the cluster has none, or when they could not be
+        read this time: the running query goes on and a re-creation is found at the next
+        read, but no query starts; see ``ids_to_record``)."""
+        try:
+            ids = self.source.topic_ids(topics)
+        except Exception as exc:
+            self._ids_read = first_line(str(exc))
+            return {}
+        self._ids_read = ids
+        if ids is None:
+            if not self._ids_warned:
+                log.warning("flow %s: the source cluster has no topic IDs (brokers before Kafka "
+                            "2.8): a topic deleted and created again under the same name is "
+                            "not detected", self.flow.name)
+                self._ids_warned = True
+            return {}
+        return ids
+
+    def follow(self, spark: Any, assignment: dict[str, int]) -> None:
+        """(Re)start the query when the partitions to mirror changed."""
+        recreated = recreated_topics(self.started_ids, self.topic_ids)
+        decision = restart_decision(self.assignment, assignment, self.query is not None,
+                                    self.failures, sorted(recreated), self.largest_batch,
+                                    self.started_largest_batch)
+        if decision is None:
+            return
+        if decision.reason == TOPICS_CHANGED:
+            log.info("flow %s: topics or partitions changed; restarting", self.flow.name)
+        elif decision.reason == TOPIC_RECREATED:
+            log.info("flow %s: source topics deleted and created again (%s); restarting",
+                     self.flow.name, ", ".join(recreated))
+        elif decision.reason == RECORD_SIZE:
+            log.info("flow %s: a source topic now accepts records up to %d bytes; restarting "
+                     "with a producer that sends them", self.flow.name, self.largest_batch)
+        self._restart(spark, assignment, decision.reason)
+
+    def _restart(self, spark: Any, assignment: dict[str, int], reason: str | None) -> None:
+        self.stop()
+        self.assignment = assignment
+        self.metrics.set_assignment(self.flow, assignment)
+        if reason is not None:
+            self.metrics.restarted(self.flow, reason)
+        if not assignment:
+            log.info("flow %s: no source topic matches yet", self.flow.name)
+            return
+        read = self._ids_read
+        ids = ids_to_record(assignment, None if read is None else self.topic_ids,
+                            read if isinstance(read, str) else None,
+                            {**self.state.newest_topic_ids(), **self.started_ids})
+        known, go = self._start_positions(spark, assignment)
+        if not go:
+            return
+        start = starting_offsets(assignment, known, self.flow.starting_offsets)
+        if self.flow.realtime:
+            taken = sum(peer.realtime_partitions for peer in self.peers.values()
+                        if peer is not self)
+            task_slots_needed(self.flow, assignment,
+                              int(spark.sparkContext.defaultParallelism), taken)
+        checkpoint = self.state.new_generation(ids)
+        self.started_ids = ids
+        self.state.prune(keep=checkpoint)
+        self._start_query(spark, assignment, start, checkpoint)
+
+    def _start_positions(self, spark: Any, assignment: dict[str, int]
+                         ) -> tuple[Positions | None, bool]:
+        """Where the query starts (None: Spark's default), and whether it starts at all (not
+        when records it has not mirrored were deleted and the flow stops for good)."""
+        known = self.resume.resume_positions(self.topic_ids)
+        resumed = known is not None
+        if known is None:
+            known = self.resume.takeover_positions()
+        if known and not self._check_data_loss(known, assignment):
+            return known, False
+        offsets = self._target_offsets(spark)
+        # a first run from the log start whose first batch was cut resumes like the rest
+        first = known is None and self.flow.starting_offsets == "earliest"
+        if self.exactly_once is not None and ((resumed and bool(known)) or first):
+            try:
+                known = self.exactly_once.skip_written(spark, known or {}, assignment,
+                                                       offsets, self.last_writer)
+            except Exception as exc:
+                raise SkipNotKnown(
+                    f"what the target already holds of the batch cut short was not determined "
+                    f"({first_line(str(exc))}); not restarting yet") from exc
+        if self.flow.realtime:
+            known = self.realtime.start_positions(known, assignment)
+        return known, True
+
+    def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
+                     checkpoint: Path) -> None:
+        writer = self._new_writer(spark, assignment, checkpoint)
+        self.last_writer = writer
+        self.realtime.new_run()
+        self.started_largest_batch = self.largest_batch
+        self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
+                                 with_latency=self.with_latency)
+        for dropped in list(self.writers.values())[:-2]:
+            if isinstance(dropped, RealTimeWriter):
+                # acknowledgements that reached an old run's producer after its stop
+                dropped.forget()
+        self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
+        self.writers[str(self.query.runId)] = writer
+        log.info(
+            "flow %s: mirroring %d topics, %d partitions (checkpoint %s)",
+            self.flow.name,
+            len(assignment),
+            sum(assignment.values()),
+            checkpoint,
+        )
+
+    def _new_writer(self, spark: Any, assignment: dict[str, int], checkpoint: Path) -> Writer:
+        """The batch writer of the query about to start."""
+        if self.flow.realtime:
+            run_key = new_run_key(self.flow)
+            writer = RealTimeWriter(
+                self.flow, checkpoint,
+                spark_sink_options(self.flow, self.largest_batch,
+                                   latency=self.with_latency, copies_run=run_key),
+                run_key, assignment,
+            )
+            writer.attach(spark)
+            return writer
+        self.acked.clear()  # micro-batch positions are the committed batches'
+        return BatchWriter(
+            self.flow, checkpoint,
+            spark_sink_options(self.flow, self.largest_batch, latency=self.with_latency),
+            self._target_offsets(spark), self.target_ends,
+        )
+
+    def _target_offsets(self, spark: Any) -> JvmEndOffsets:
+        """The reader of the target's end offsets the flow's queries share (opened once)."""
+        if self.target_offsets is None:
+            self.target_offsets = JvmEndOffsets(spark, admin_properties(self.flow.target))
+        return self.target_offsets
+
+    def check_resume(self, assignment: dict[str, int]) -> None:
+        """Before Spark starts: records deleted since the last run stop the flow at once (with
+        ``mirror.fail.on.data.loss=true``; otherwise the start of the query reports them)."""
+        known = self.resume.resume_positions(self.topic_ids)
+        if known and self.flow.fail_on_data_loss:
+            self._check_data_loss(known, assignment)
+
+    def _check_data_loss(self, known: Positions, assignment: dict[str, int]) -> bool:
+        """False when records the flow has not mirrored yet were deleted on the source and
+        ``mirror.fail.on.data.loss`` holds: the flow then stops for good, naming them."""
+        failed = self.resume.data_loss(known, assignment)
+        if failed is None:
+            return True
+        self.failed = failed
+        self.assignment = {}
+        log.error("flow %s stopped for good: %s", self.flow.name, self.failed)
+        return False
+
+    def save_ranges(self) -> None:
+        self.ranges.save(self.ranges_path)
+
+    @property
+    def realtime_partitions(self) -> int:
+        """Task slots this flow's real-time query holds (0 in micro-batch mode)."""
+        if not self.flow.realtime or self.query is None:
+            return 0
+        return sum(self.assignment.values())
+
+    def drain_copies(self, writer: Writer | None = None,
+                     ended: tuple[int, float] | None = None) -> None:
+        """Real-time mode: what ``writer`` (the running query's by default) had acknowledged
+        since the last drain, with the flow's progress (see :meth:`RealTimeFlow.drain`)."""
+        self.realtime.drain(writer or self._current_writer(), self.assignment, ended)
+
+    def tick(self, spark: Any) -> None:
+        """Keep the flow running: restart a failed query, follow topic changes. Faults (a
+        cluster unreachable for minutes, a broker restart) are retried with backoff; a record
+        the target refuses for good stops this flow only (restarting would append the same
+        batch again and again)."""
+        now = time.monotonic()
+        if self.failed is not None or now < self.retry_at:
+            return
+        try:
+            if self.query is not None and not self.query.isActive:
+                self._query_ended()
+                return
+            self.drain_copies()
+            wanted = self.flow.refresh_topics or self.query is None
+            if wanted and now >= self.next_refresh:
+                self.follow(spark, self.sync_topics())
+            if self.failures:
+                log.info("flow %s: running again after %d failed attempts", self.flow.name,
+                          self.failures)
+                self.failures = 0
+        except Exception as exc:
+            self.failed_attempt(exc, now)
+
+    def _query_ended(self) -> None:
+        """The query stopped by itself: for good when the target refuses a record (the flow
+        stops), else raised as a failure a retry may cure."""
+        error = str(self.query.exception() or "query terminated")
+        writer = self._current_writer()
+        self.query = None
+        self.assignment = {}
+        permanent = permanent_failure(error)
+        if permanent is None:
+            raise MirrorError(f"query failed: {first_line(error)}")
+        self.failed = failed_for_good(self.flow, error, permanent,
+                                      writer.checkpoint if writer else None)
+        log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
+                  first_line(self.failed))
+        self.metrics.failed(self.flow, error_kind(error), first_line(self.failed))
+
+    def failed_attempt(self, exc: Exception, now: float) -> None:
+        """A failure a retry may cure: counted, reported, retried with backoff."""
+        self.failures += 1
+        self.metrics.failed(self.flow, error_kind(str(exc)), first_line(str(exc)))
+        delay = retry_delay(self.failures)
+        self.retry_at = now + delay
+        log.warning("flow %s: %s; retrying in %.0f s (attempt %d)", self.flow.name,
+                    first_line(str(exc)), delay, self.failures)
+
+    def phase(self) -> str:
+        """starting, running, retrying (after a failure, with backoff) or failed (for good)."""
+        if self.failed is not None:
+            return "failed"
+        if self.failures:
+            return "retrying"
+        return "running" if self.query is not None and self.query.isActive else "starting"
+
+    def begin_stop(self) -> None:
+        """No new batch starts writing from now on (the one writing finishes)."""
+        writer = self._current_writer()
+        if writer is not None:
+            writer.stopping.set()
+
+    def _current_writer(self) -> Writer | None:
+        if self.query is None:
+            return None
+        return self.writers.get(str(self.query.runId))
+
+    def stop(self) -> None:
+        """Stop between batches: the batch being written finishes, the next is refused (and
+        read again on the next start); past the grace period the query is interrupted."""
+        self.begin_stop()
+        writer = self._current_writer()
+        query, self.query = self.query, None
+        if query is None:
+            return
+        if isinstance(writer, RealTimeWriter):
+            # no wait for the real-time batch's end: the next run resumes after the last
+            # record the target acknowledged (AckedPositions), once the stopped query's
+            # producer delivered what it had sent
+            writer.stop_quietly(query)
+            if not writer.settle(STOP_GRACE_SECONDS):
+                log.warning("flow %s: records sent before the stop were not acknowledged within "
+                            "%.0f s; they are written again on the next start", self.flow.name,
+                            STOP_GRACE_SECONDS)
+            self.drain_copies(writer)
+            writer.forget()
+            return
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while time.monotonic() < deadline and query.isActive:
+            if writer is not None and writer.refused.is_set():
+                break
+            if not query.status.get("isTriggerActive", False):
+                break
+            time.sleep(0.05)
+        query.stop()

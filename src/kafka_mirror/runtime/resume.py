@@ -1,0 +1,169 @@
+"""Where a flow's query starts: the positions of its last committed batch (less those of topics
+deleted and created again since), else a takeover from the mirror that ran before; and whether
+records it has not mirrored yet were deleted meanwhile."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from kafka_mirror.config.model import ClusterSpec, FlowSpec
+from kafka_mirror.control.mm2_positions import mm2_offsets_topic, read_mm2_positions
+from kafka_mirror.engine.acked_positions import AckedPositions
+from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
+from kafka_mirror.engine.exactly_once import TargetEnds
+from kafka_mirror.engine.positions import FlowState, Positions, recreated_topics
+from kafka_mirror.runtime.failures import first_line
+from kafka_mirror.state.offset_ranges import OffsetRanges
+
+log = logging.getLogger(__name__)
+
+ReadMm2Positions = Callable[[ClusterSpec, str, str], Positions]
+
+
+class SourceAdmin(Protocol):
+    """What a flow asks of its source cluster (:class:`~kafka_mirror.kafka.admin.ClusterAdmin`)."""
+
+    def partitions(self, wanted: Callable[[str], bool]) -> list[tuple[str, int]]: ...
+
+    def committed_offsets(
+        self, group: str, partitions: Iterable[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], tuple[int, str]]: ...
+
+    def log_start_offsets(
+        self, partitions: list[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], int]: ...
+
+    def end_offsets(
+        self, partitions: list[tuple[str, int]], timeout: float = 30.0
+    ) -> dict[tuple[str, int], int]: ...
+
+    def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str] | None: ...
+
+
+class ResumePlanner:
+    """Plans where one flow's query (re)starts, from its state and its source cluster."""
+
+    def __init__(
+        self,
+        flow: FlowSpec,
+        source: SourceAdmin,
+        state: FlowState,
+        ranges: OffsetRanges,
+        acked: AckedPositions,
+        target_ends: TargetEnds | None,
+        save_ranges: Callable[[], None],
+        raw_config: Mapping[str, str],
+        read_mm2: ReadMm2Positions = read_mm2_positions,
+    ) -> None:
+        self.flow = flow
+        self.source = source
+        self.state = state
+        self.ranges = ranges
+        self.acked = acked
+        self.target_ends = target_ends
+        self.save_ranges = save_ranges
+        self.raw_config = raw_config
+        self.read_mm2 = read_mm2
+        self._reported_ids: set[tuple[str, str]] = set()
+
+    def resume_positions(self, topic_ids: Mapping[str, str]) -> Positions | None:
+        """Where the flow resumes: the positions of its last committed batch (in real-time
+        mode, moved on to the acknowledged records), less those of source topics deleted and
+        created again since (``topic_ids``: their IDs now; their new incarnation is mirrored
+        from its start, and the old one's offset translation is forgotten)."""
+        if self.flow.realtime:
+            # the newest run may have committed no batch: its acknowledged positions too
+            # belong to the topic IDs it started with
+            self.forget_recreated(self.state.newest_topic_ids(), topic_ids)
+        last = self.state.last_committed()
+        if last is None:
+            # a real-time run cut before its first batch ended resumes where it started,
+            # moved on by what it copied
+            return self.acked.resume(None) if self.flow.realtime else None
+        known, known_ids = last
+        recreated = self.forget_recreated(known_ids, topic_ids)
+        known = {tp: offset for tp, offset in known.items() if tp[0] not in recreated}
+        return self.acked.resume(known) if self.flow.realtime else known
+
+    def forget_recreated(self, known_ids: Mapping[str, str], topic_ids: Mapping[str, str]
+                         ) -> set[str]:
+        """The source topics whose ID is no longer one of ``known_ids``: their positions and
+        offset translation are dropped (reported once per new topic ID)."""
+        recreated = recreated_topics(known_ids, topic_ids)
+        for topic, (old, new) in recreated.items():
+            self.ranges.drop_topic(topic)
+            self.acked.drop_topic(topic)
+            if self.target_ends is not None:
+                self.target_ends.drop_topic(topic)
+            if (topic, new) not in self._reported_ids:
+                self._reported_ids.add((topic, new))
+                log.warning(
+                    "flow %s: source topic %s was deleted and created again (topic ID %s, was "
+                    "%s): mirrored from the new topic's start; the old topic's positions and "
+                    "offset translation are dropped", self.flow.name, topic, new, old,
+                )
+        if recreated:
+            self.save_ranges()
+        return set(recreated)
+
+    def takeover_positions(self) -> Positions | None:
+        """Where a first run starts when another mirror ran before: MirrorMaker 1's consumer
+        group (``legacy``), or a MirrorMaker 2's positions in its Connect offsets topic."""
+        flow = self.flow
+        if flow.takeover_group:
+            committed = self.source.committed_offsets(
+                flow.takeover_group, self.source.partitions(flow.should_mirror)
+            )
+            if committed:
+                log.info(
+                    "flow %s: first run starts at the offsets group %s committed (%d partitions)",
+                    flow.name, flow.takeover_group, len(committed),
+                )
+                return {tp: offset for tp, (offset, _) in committed.items()}
+        if flow.takeover_mm2:
+            topic = mm2_offsets_topic(self.raw_config, flow.source.alias, flow.target.alias)
+            positions = self.read_mm2(flow.target, topic, flow.source.alias)
+            if positions:
+                log.info(
+                    "flow %s: taking over from MirrorMaker 2: %d partitions start where its "
+                    "offsets topic %s says it stopped", flow.name, len(positions), topic,
+                )
+                return positions
+        return None
+
+    def data_loss(self, known: Positions, assignment: Mapping[str, int]) -> str | None:
+        """Why the flow stops for good when records it has not mirrored yet were deleted on
+        the source and ``mirror.fail.on.data.loss`` holds. Otherwise (None) they are reported
+        and skipped (Spark starts each partition at its log start)."""
+        resume = {
+            (topic, partition): offset for (topic, partition), offset in known.items()
+            if partition < assignment.get(topic, 0)
+        }
+        try:
+            log_starts = self.source.log_start_offsets(sorted(resume))
+        except Exception as exc:  # Spark's own check still applies
+            log.warning("flow %s: cannot check for records deleted before they were mirrored: "
+                        "%s", self.flow.name, first_line(str(exc)))
+            return None
+        gaps = deleted_ranges(resume, log_starts)
+        if not gaps:
+            return None
+        if self.flow.fail_on_data_loss:
+            return (
+                f"records were deleted on cluster '{self.flow.source.alias}' (retention or "
+                f"deleted records) before they were mirrored: {describe_all(gaps)}; "
+                "mirror.fail.on.data.loss=true stops the flow (set it to false to skip them)"
+            )
+        log.warning(
+            "flow %s: skipping records deleted on cluster '%s' before they were mirrored "
+            "(mirror.fail.on.data.loss=false): %s",
+            self.flow.name, self.flow.source.alias, describe_all(gaps),
+        )
+        return None
+
+
+def assigned_partitions(assignment: Mapping[str, int]) -> list[tuple[str, int]]:
+    """Every (topic, partition) of an assignment (topic to partition count), in order."""
+    return [(topic, p) for topic, count in sorted(assignment.items()) for p in range(count)]

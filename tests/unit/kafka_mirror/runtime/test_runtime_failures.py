@@ -1,0 +1,100 @@
+"""A flow's failures told apart: kinds, failures no restart cures, the refused batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.runtime.failures import (
+    PERMANENT_FAILURES,
+    error_kind,
+    failed_for_good,
+    failure_reason,
+    first_line,
+    permanent_failure,
+    refused_batch,
+)
+
+CONFIG = """clusters = A, B
+A.bootstrap.servers = 127.0.0.1:1
+B.bootstrap.servers = 127.0.0.1:2
+A->B.enabled = true
+"""
+
+
+def _flow() -> FlowSpec:
+    return mm2_from_text(CONFIG).flows[0]
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    ("org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized", "authorization"),
+    ("SaslAuthenticationException: bad password", "authorization"),
+    ("RecordTooLargeException: The message is 2000000 bytes", "record_rejected"),
+    ("CorruptRecordException: bad CRC", "record_rejected"),
+    ("TimeoutException: Topic t not present in metadata after 60000 ms", "unreachable"),
+    ("Connection to node 1 (localhost/127.0.0.1:9092) could not be established", "unreachable"),
+    ("java.lang.IllegalStateException: something else", "other"),
+])
+def test_error_kinds(error: str, kind: str) -> None:
+    assert error_kind(error) == kind
+
+
+def test_permanent_failures_are_those_no_restart_cures() -> None:
+    for name in PERMANENT_FAILURES:
+        assert permanent_failure(f"org.apache.kafka.common.errors.{name}: no") == name
+    assert permanent_failure("TimeoutException: Expiring 3 record(s)") is None
+
+
+def test_reason_and_first_line() -> None:
+    trace = ("org.apache.spark.SparkException: Job aborted\n"
+             "  Caused by: org.apache.kafka.common.errors.RecordTooLargeException: too big\n"
+             "  at org.apache.kafka...\n")
+    assert failure_reason(trace, "RecordTooLargeException") == "RecordTooLargeException: too big"
+    assert failure_reason(trace, "CorruptRecordException") == \
+        "org.apache.spark.SparkException: Job aborted"
+    assert first_line("\n\n  second\nthird") == "second"
+    assert first_line("x" * 600) == "x" * 500
+
+
+def _offsets(checkpoint: Path, batch: int, positions: dict[str, dict[str, int]]) -> None:
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "offsets" / str(batch)).write_text(
+        "v1\n" + json.dumps({"batchWatermarkMs": 0}) + "\n" + json.dumps(positions) + "\n")
+
+
+def _commit(checkpoint: Path, batch: int) -> None:
+    (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits" / str(batch)).write_text("v1\n{}\n")
+
+
+def test_refused_batch_names_the_records_of_the_batch_not_committed(tmp_path: Path) -> None:
+    _offsets(tmp_path, 0, {"t": {"0": 10, "1": 5}})
+    _commit(tmp_path, 0)
+    _offsets(tmp_path, 1, {"t": {"0": 15, "1": 5}})
+    assert refused_batch(_flow(), tmp_path) == \
+        "cluster 'B' refused batch 1 (t[0] offsets 10..14 -> A.t[0])"
+
+
+def test_refused_batch_unknown(tmp_path: Path) -> None:
+    assert refused_batch(_flow(), tmp_path) is None  # no batch planned
+    _offsets(tmp_path, 0, {"t": {"0": 10}})
+    _commit(tmp_path, 0)
+    assert refused_batch(_flow(), tmp_path) is None  # every batch committed
+    _offsets(tmp_path, 1, {"t": {"0": 10}})
+    assert refused_batch(_flow(), tmp_path) is None  # the pending batch moves nothing
+
+
+def test_failed_for_good_leads_with_the_refused_records(tmp_path: Path) -> None:
+    _offsets(tmp_path, 0, {"t": {"0": 3}})
+    _commit(tmp_path, 0)
+    _offsets(tmp_path, 1, {"t": {"0": 4}})
+    error = "Job aborted\nCaused by: RecordTooLargeException: too big"
+    why = failed_for_good(_flow(), error, "RecordTooLargeException", tmp_path)
+    assert why == ("cluster 'B' refused batch 1 (t[0] offsets 3..3 -> A.t[0]): "
+                   f"RecordTooLargeException: too big\n{error}")
+    assert failed_for_good(_flow(), error, "RecordTooLargeException", None) == \
+        f"RecordTooLargeException: too big\n{error}"

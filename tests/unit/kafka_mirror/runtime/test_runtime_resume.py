@@ -1,0 +1,176 @@
+"""Where a flow's query starts: resume, re-created topics, takeover, records deleted meanwhile;
+with a hand-written source admin and the flow's state in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.config.model import ClusterSpec, FlowSpec
+from kafka_mirror.engine.acked_positions import AckedPositions
+from kafka_mirror.engine.positions import FlowState, Positions
+from kafka_mirror.runtime.resume import ResumePlanner
+from kafka_mirror.state.offset_ranges import CopiedRange, OffsetRanges
+
+CONFIG = """clusters = A, B
+A.bootstrap.servers = 127.0.0.1:1
+B.bootstrap.servers = 127.0.0.1:2
+A->B.enabled = true
+"""
+Key = tuple[str, int]
+
+
+class FakeAdmin:
+    """A source cluster: partitions, a consumer group's offsets, log starts and ends, IDs."""
+
+    def __init__(self, partitions: dict[str, int], log_starts: dict[Key, int] | None = None,
+                 groups: dict[str, dict[Key, int]] | None = None,
+                 ids: dict[str, str] | None = None) -> None:
+        self.topics = partitions
+        self.log_starts = log_starts or {}
+        self.groups = groups or {}
+        self.ids = ids or {}
+        self.asked: list[str] = []
+
+    def partitions(self, wanted: Callable[[str], bool]) -> list[Key]:
+        return [(t, p) for t, n in sorted(self.topics.items()) if wanted(t) for p in range(n)]
+
+    def committed_offsets(self, group: str, partitions: Iterable[Key], timeout: float = 30.0
+                          ) -> dict[Key, tuple[int, str]]:
+        self.asked.append(group)
+        offsets = self.groups.get(group, {})
+        return {tp: (offsets[tp], "") for tp in partitions if tp in offsets}
+
+    def log_start_offsets(self, partitions: list[Key], timeout: float = 30.0) -> dict[Key, int]:
+        return {tp: self.log_starts.get(tp, 0) for tp in partitions}
+
+    def end_offsets(self, partitions: list[Key], timeout: float = 30.0) -> dict[Key, int]:
+        return {tp: 1000 for tp in partitions}
+
+    def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str] | None:
+        return {t: self.ids[t] for t in topics if t in self.ids}
+
+
+class FakeMm2:
+    """MirrorMaker 2's offsets topic: the positions it holds, and where it was read."""
+
+    def __init__(self, positions: Positions) -> None:
+        self.positions = positions
+        self.read: list[tuple[str, str, str]] = []
+
+    def __call__(self, cluster: ClusterSpec, topic: str, source: str) -> Positions:
+        self.read.append((cluster.alias, topic, source))
+        return self.positions
+
+
+def _flow(**changes: Any) -> FlowSpec:
+    return replace(mm2_from_text(CONFIG).flows[0], **changes)
+
+
+def _committed(state: FlowState, ids: dict[str, str], positions: dict[str, dict[str, int]]
+               ) -> None:
+    """A checkpoint generation that committed one batch ending at ``positions``."""
+    gen = state.new_generation(ids)
+    (gen / "offsets").mkdir()
+    (gen / "offsets" / "0").write_text("v1\n{}\n" + json.dumps(positions) + "\n")
+    (gen / "commits").mkdir()
+    (gen / "commits" / "0").write_text("v1\n{}\n")
+
+
+class Planned:
+    def __init__(self, tmp_path: Path, flow: FlowSpec, admin: FakeAdmin,
+                 mm2: FakeMm2 | None = None) -> None:
+        self.state = FlowState(tmp_path / "flow")
+        self.ranges = OffsetRanges()
+        self.saved = 0
+        self.mm2 = mm2 or FakeMm2({})
+        self.planner = ResumePlanner(
+            flow, admin, self.state, self.ranges, AckedPositions(tmp_path / "acked.json"),
+            None, self._save, {}, self.mm2,
+        )
+
+    def _save(self) -> None:
+        self.saved += 1
+
+
+def test_resumes_from_the_last_committed_batch(tmp_path: Path) -> None:
+    planned = Planned(tmp_path, _flow(), FakeAdmin({"t": 2}))
+    assert planned.planner.resume_positions({"t": "id1"}) is None  # never ran
+    _committed(planned.state, {"t": "id1"}, {"t": {"0": 5, "1": 7}})
+    assert planned.planner.resume_positions({"t": "id1"}) == {("t", 0): 5, ("t", 1): 7}
+    assert planned.saved == 0
+
+
+def test_a_recreated_topic_is_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    planned = Planned(tmp_path, _flow(), FakeAdmin({"t": 1, "u": 1}))
+    _committed(planned.state, {"t": "old", "u": "idu"}, {"t": {"0": 5}, "u": {"0": 9}})
+    planned.ranges.add("t", 0, CopiedRange(0, 5, 0, 5, True))
+    planned.ranges.add("u", 0, CopiedRange(0, 9, 0, 9, True))
+    with caplog.at_level(logging.WARNING):
+        assert planned.planner.resume_positions({"t": "new", "u": "idu"}) == {("u", 0): 9}
+        planned.planner.resume_positions({"t": "new", "u": "idu"})
+    assert planned.ranges.translate("t", 0, 3) is None
+    assert planned.ranges.translate("u", 0, 3) == 3
+    assert planned.saved == 2
+    reports = [r for r in caplog.records if "was deleted and created again" in r.getMessage()]
+    assert len(reports) == 1  # once per new topic ID
+
+
+def test_takeover_from_a_mirrormaker_1_group(tmp_path: Path) -> None:
+    admin = FakeAdmin({"t": 2}, groups={"legacy": {("t", 0): 40, ("t", 1): 50}})
+    mm2 = FakeMm2({("t", 0): 1})
+    planned = Planned(tmp_path, _flow(takeover_group="legacy"), admin, mm2)
+    assert planned.planner.takeover_positions() == {("t", 0): 40, ("t", 1): 50}
+    assert admin.asked == ["legacy"]
+    assert mm2.read == []  # the group's positions come first
+
+
+def test_takeover_from_mirrormaker_2_positions(tmp_path: Path) -> None:
+    mm2 = FakeMm2({("t", 0): 12})
+    planned = Planned(tmp_path, _flow(), FakeAdmin({"t": 1}), mm2)
+    assert planned.planner.takeover_positions() == {("t", 0): 12}
+    assert mm2.read == [("B", "mm2-offsets.A.internal", "A")]
+
+
+def test_no_takeover(tmp_path: Path) -> None:
+    mm2 = FakeMm2({("t", 0): 12})
+    planned = Planned(tmp_path, _flow(takeover_mm2=False), FakeAdmin({"t": 1}), mm2)
+    assert planned.planner.takeover_positions() is None
+    assert mm2.read == []
+
+
+def test_records_deleted_before_they_were_mirrored_stop_the_flow(tmp_path: Path) -> None:
+    admin = FakeAdmin({"t": 2}, log_starts={("t", 0): 20})
+    planned = Planned(tmp_path, _flow(), admin)
+    known = {("t", 0): 10, ("t", 1): 3}
+    why = planned.planner.data_loss(known, {"t": 2})
+    assert why is not None
+    assert why.startswith("records were deleted on cluster 'A' (retention or deleted records) "
+                          "before they were mirrored: ")
+    assert why.endswith("mirror.fail.on.data.loss=true stops the flow (set it to false to skip "
+                        "them)")
+    # partitions no longer assigned are not checked
+    assert planned.planner.data_loss(known, {"t": 0}) is None
+
+
+def test_records_deleted_are_skipped_without_fail_on_data_loss(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    admin = FakeAdmin({"t": 1}, log_starts={("t", 0): 20})
+    planned = Planned(tmp_path, _flow(fail_on_data_loss=False), admin)
+    with caplog.at_level(logging.WARNING):
+        assert planned.planner.data_loss({("t", 0): 10}, {"t": 1}) is None
+    assert "skipping records deleted on cluster 'A'" in caplog.text
+
+
+def test_nothing_deleted(tmp_path: Path) -> None:
+    admin = FakeAdmin({"t": 1}, log_starts={("t", 0): 10})
+    planned = Planned(tmp_path, _flow(), admin)
+    assert planned.planner.data_loss({("t", 0): 10}, {"t": 1}) is None

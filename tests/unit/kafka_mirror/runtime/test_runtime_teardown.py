@@ -1,0 +1,196 @@
+"""The mirror process's teardown: stages closed in a fixed order whatever order their resources
+started in; a resource that fails to close does not keep the others open; and a wiring failure
+part-way through ``Mirror.run`` closes everything started so far (fakes stand for the
+resources)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import ExitStack
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kafka_mirror.runtime.mirror as mirror_module
+from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.config.model import FlowSpec, HeartbeatSpec
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.observability.null_metrics import Metrics
+from kafka_mirror.runtime.mirror import Mirror
+from kafka_mirror.runtime.teardown import Teardown
+
+CONFIG = """clusters = A, B
+A.bootstrap.servers = 127.0.0.1:1
+B.bootstrap.servers = 127.0.0.1:2
+A->B.enabled = true
+B->A.enabled = true
+mirror.metrics.port = 9999
+"""
+
+
+def test_stages_close_in_their_order_whatever_order_things_started() -> None:
+    closed: list[str] = []
+    with ExitStack() as stack:
+        teardown = Teardown.on(stack)
+        teardown.spark.add("spark", lambda: closed.append("spark"))
+        teardown.tasks.add("task 1", lambda: closed.append("task 1"))
+        teardown.server.add("server", lambda: closed.append("server"))
+        teardown.flows.add("flows", lambda: closed.append("flows"))
+        teardown.tasks.add("task 2", lambda: closed.append("task 2"))
+        teardown.lag.add("lag", lambda: closed.append("lag"))
+    assert closed == ["flows", "task 1", "task 2", "lag", "spark", "server"]
+
+
+def test_a_failure_to_close_is_a_warning_and_the_rest_close(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    closed: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("broker gone\nat some.java.Frame")
+
+    with caplog.at_level(logging.WARNING), ExitStack() as stack:
+        teardown = Teardown.on(stack)
+        teardown.emitters.add("A heartbeats", broken)
+        teardown.emitters.add("B heartbeats", lambda: closed.append("B heartbeats"))
+        teardown.spark.add("spark", lambda: closed.append("spark"))
+    assert closed == ["B heartbeats", "spark"]
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage() == "A heartbeats not closed: broker gone"
+    assert record.exc_info is None  # no stack trace
+
+
+class Log:
+    """What the fakes did, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def __call__(self, event: str) -> None:
+        self.events.append(event)
+
+
+class FakeSession:
+    log: Log
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.log("session starting")
+
+    def discard(self) -> None:
+        self.log("session discarded")
+
+    def session(self) -> Any:
+        raise AssertionError("wiring failed before the session was used")
+
+
+class FakeClassData:
+    log: Log
+
+    def __init__(self, directory: Path) -> None:
+        pass
+
+    def spark_conf(self, conf: dict[str, str]) -> dict[str, str]:
+        return conf
+
+    def stop(self) -> None:
+        self.log("class data stopped")
+
+
+class FakeOffsetSyncs:
+    def __init__(self, log: Log, name: str) -> None:
+        self.log, self.name = log, name
+
+    def close(self) -> None:
+        self.log(f"{self.name} offset syncs closed")
+
+
+class FakeRunner:
+    log: Log
+
+    def __init__(self, flow: FlowSpec, state_root: Path, admins: Any, raw: Any,
+                 metrics: Metrics, with_latency: bool) -> None:
+        self.flow = flow
+        self.offset_syncs = FakeOffsetSyncs(self.log, flow.name)
+        self.target_offsets = None
+        self.failed = None
+
+    def save_ranges(self) -> None:
+        self.log(f"{self.flow.name} ranges saved")
+
+    def sync_topics(self) -> dict[str, int]:
+        if self.flow.name == "B->A":
+            raise RuntimeError("topic sync failed")
+        return {"t": 1}
+
+
+class FakeControl:
+    log: Log
+
+    def __init__(self, admins: Any, heartbeats: tuple[HeartbeatSpec, ...], metrics: Metrics,
+                 teardown: Teardown) -> None:
+        self.teardown = teardown
+
+    def assemble(self, runners: dict[str, FakeRunner]) -> list[Any]:
+        for name in runners:
+            self.teardown.tasks.add(f"{name} task", partial(self.log, f"{name} task stopped"))
+            self.teardown.checkpointers.add(
+                f"{name} checkpoints", partial(self.log, f"{name} checkpointer closed"))
+        self.teardown.emitters.add("heartbeats", self._broken)
+        return []
+
+    def _broken(self) -> None:
+        self.log("emitter close failed")
+        raise RuntimeError("emitter already closed")
+
+
+class FakeServer:
+    log: Log
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def start(self) -> FakeServer:
+        self.log("server started")
+        return self
+
+    def stop(self) -> None:
+        self.log("server stopped")
+
+
+class Unconnected(Mirror):
+    def connect(self) -> dict[str, ClusterAdmin]:
+        return {}
+
+
+def test_a_wiring_failure_part_way_closes_everything_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = Log()
+    fakes = {"SessionStart": FakeSession, "ClassData": FakeClassData, "FlowRunner": FakeRunner,
+             "ControlPlane": FakeControl, "MetricsServer": FakeServer}
+    for name, fake in fakes.items():
+        monkeypatch.setattr(fake, "log", log, raising=False)
+        monkeypatch.setattr(mirror_module, name, fake)
+    monkeypatch.setattr(mirror_module, "spark_conf", lambda *a, **k: {})
+    monkeypatch.setattr(mirror_module, "connector_jars", lambda jars_dir: [])
+    monkeypatch.setattr(mirror_module, "wait_for_master", lambda conf, timeout: None)
+    config = mm2_from_text(CONFIG)
+    assert [f.name for f in config.flows] == ["A->B", "B->A"]
+    with pytest.raises(RuntimeError, match="topic sync failed"):
+        Unconnected(config, tmp_path).run(threading.Event())
+    assert log.events == [
+        "server started",
+        "session starting",
+        "A_to_B task stopped", "B_to_A task stopped",
+        "A_to_B checkpointer closed", "B_to_A checkpointer closed",
+        "emitter close failed",
+        "A->B ranges saved", "A->B offset syncs closed",
+        "B->A ranges saved", "B->A offset syncs closed",
+        "class data stopped",
+        "session discarded",
+        "server stopped",
+    ]

@@ -109,8 +109,8 @@ def test_dashboard_is_a_dashboard_model() -> None:
         refs = [t["refId"] for t in panel["targets"]]
         assert len(refs) == len(set(refs)), panel["title"]
     # every query names only metrics the mirror serves (or Prometheus' own up)
-    metrics_module = REPO / "src" / "kafka_mirror" / "observability" / "metrics.py"
-    served = set(re.findall(r"\b(kafka_mirror_[a-z_]+)", metrics_module.read_text()))
+    served = {name for module in (REPO / "src" / "kafka_mirror" / "observability").glob("*.py")
+              for name in re.findall(r"\b(kafka_mirror_[a-z_]+)", module.read_text())}
     for name, expr in dashboard_queries().items():
         for metric in re.findall(r"\b(kafka_mirror_[a-z_]+)", expr):
             base = re.sub(r"_(total|bucket|sum|count)$", "", metric)

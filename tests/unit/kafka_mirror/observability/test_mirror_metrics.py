@@ -12,7 +12,8 @@ from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.engine.observation import AGE_GRID_MS
 from kafka_mirror.engine.realtime import RealTimeProgress, parse_ranges
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.observability.metrics import LATENCY_BUCKETS, MirrorMetrics
+from kafka_mirror.observability.latency import LATENCY_BUCKETS
+from kafka_mirror.observability.metrics import MirrorMetrics
 
 
 def test_latency_buckets_count_a_record_only_where_it_surely_belongs() -> None:

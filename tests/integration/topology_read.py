@@ -13,9 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from kafka_mirror.kafka.clients import admin_properties, librdkafka_config
 from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.properties import load_properties
+from kafka_mirror.kafka.clients import admin_properties
+from kafka_mirror.kafka.librdkafka import librdkafka_config
 
 
 def main(path: str) -> None:

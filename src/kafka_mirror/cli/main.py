@@ -19,7 +19,8 @@ from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
 from kafka_mirror.errors import ConfigError, MirrorError
 from kafka_mirror.jvm_artifacts import JvmArtifactsMissing
-from kafka_mirror.kafka.clients import admin_properties, consumer_properties, librdkafka_config
+from kafka_mirror.kafka.clients import admin_properties, consumer_properties
+from kafka_mirror.kafka.librdkafka import librdkafka_config
 from kafka_mirror.observability.log_setup import setup_logging
 from kafka_mirror.state.lock import StateDirLock
 

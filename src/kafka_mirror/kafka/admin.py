@@ -21,8 +21,9 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ClusterUnreachable, ConfigError, MirrorError
-from kafka_mirror.kafka.clients import admin_properties, librdkafka_config
+from kafka_mirror.kafka.clients import admin_properties
 from kafka_mirror.kafka.kerberos import KerberosLoginError, keytab_login
+from kafka_mirror.kafka.librdkafka import librdkafka_config
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batches import BatchCommitted
 from kafka_mirror.engine.positions import Positions
-from kafka_mirror.kafka.clients import consumer_properties, librdkafka_config
+from kafka_mirror.kafka.clients import consumer_properties
+from kafka_mirror.kafka.librdkafka import librdkafka_config
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from kafka_mirror.config.properties import parse_properties
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.kafka.clients import (
     consumer_properties,
-    librdkafka_config,
     producer_properties,
     spark_sink_options,
     spark_source_options,
 )
+from kafka_mirror.kafka.librdkafka import librdkafka_config
 from kafka_mirror.mm2.policy import DefaultReplicationPolicy, IdentityReplicationPolicy
 
 DATA = Path(__file__).parent / "data"

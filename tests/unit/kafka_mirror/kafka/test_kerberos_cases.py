@@ -10,7 +10,7 @@ import pytest
 
 from kafka_mirror.cli import main as cli
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.kafka.clients import librdkafka_config, parse_jaas
+from kafka_mirror.kafka.librdkafka import librdkafka_config, parse_jaas
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 

@@ -9,6 +9,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from kafka_mirror import __version__
 from kafka_mirror.config import keys
 from kafka_mirror.config.model import (
     ClusterSpec,
@@ -32,6 +33,27 @@ LEGACY_SYNCS = SyncSettings(
     emit_offset_syncs=False, emit_checkpoints=False, heartbeats_replication=False,
     sync_topic_acls=False,
 )
+
+
+IGNORED_FLAGS = ("--num.producers", "--queue.size")
+_CUSTOM_HANDLER = (
+    "a MirrorMakerMessageHandler is Java code run on every record; kafka-mirror copies every "
+    "record unchanged (key, value, headers, timestamp) and runs no handler, so it cannot give "
+    "what the handler would have made of them"
+)
+_CUSTOM_LISTENER = (
+    "a ConsumerRebalanceListener is Java code run when a consumer group rebalances; the Spark "
+    "source kafka-mirror reads with assigns partitions itself and has no group rebalances"
+)
+# Kafka 3.x's kafka.tools.MirrorMaker options that name custom Java code: refused, since
+# ignoring them would change what is mirrored
+REFUSED_FLAGS = {
+    "--message.handler": _CUSTOM_HANDLER,
+    "--message.handler.args": _CUSTOM_HANDLER,
+    "--consumer.rebalance.listener": _CUSTOM_LISTENER,
+    "--rebalance.listener": _CUSTOM_LISTENER,
+    "--rebalance.listener.args": _CUSTOM_LISTENER,
+}
 
 
 def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,10 +84,17 @@ def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exactly.once.target", dest="exactly_once_target", default="true",
                         metavar="BOOL", help="at every (re)start, skip the records a batch cut "
                         "short already wrote to the target (default true)")
-    for flag in ("--num.producers", "--queue.size", "--message.handler",
-                 "--message.handler.args", "--rebalance.listener",
-                 "--rebalance.listener.args", "--consumer.rebalance.listener"):
+    # MirrorMaker 1's --help and --version (Kafka's CommandDefaultOptions)
+    parser.add_argument("--version", action="version", version=f"kafka-mirror {__version__}")
+    # Kafka 3.x's kafka.tools.MirrorMaker: deprecated, a no-op there too
+    parser.add_argument("--new.consumer", dest="new_consumer", action="store_true",
+                        help=argparse.SUPPRESS)
+    # flags of MirrorMaker 1 before 1.0 (its old consumer and producer pool): no meaning here
+    for flag in IGNORED_FLAGS:
         parser.add_argument(flag, dest="ignored_" + flag.strip("-").replace(".", "_"),
+                            metavar="VALUE", help=argparse.SUPPRESS)
+    for flag in REFUSED_FLAGS:
+        parser.add_argument(flag, dest="refused_" + flag.strip("-").replace(".", "_"),
                             metavar="VALUE", help=argparse.SUPPRESS)
 
 
@@ -97,6 +126,26 @@ def _metrics(ns: argparse.Namespace) -> MetricsSettings | None:
     if number > 65535:
         raise ConfigError("expected a TCP port, 1 to 65535", key="--metrics.port", value=port)
     return MetricsSettings(number, address.strip() if address else "0.0.0.0")
+
+
+def _flag_notices(ns: argparse.Namespace) -> list[str]:
+    """Notices for MirrorMaker 1 flags without meaning here; a flag naming custom Java code is
+    an error (``'<flag>' not supported: <why>``)."""
+    notices = []
+    if getattr(ns, "new_consumer", False):
+        notices.append("--new.consumer is deprecated in MirrorMaker 1 and has no effect (the new "
+                       "consumer is the only one)")
+    for name, value in sorted(vars(ns).items()):
+        if value is None:
+            continue
+        if name.startswith("refused_"):
+            flag = "--" + name[len("refused_") :].replace("_", ".")
+            raise ConfigError(f"'{flag}' not supported: {REFUSED_FLAGS[flag]}", key=flag,
+                              value=value)
+        if name.startswith("ignored_"):
+            flag = "--" + name[len("ignored_") :].replace("_", ".")
+            notices.append(f"{flag} has no meaning on Spark and is ignored")
+    return notices
 
 
 def _mm1_regex(name: str, raw: str) -> tuple[str, ...]:
@@ -131,10 +180,7 @@ def legacy_config(ns: argparse.Namespace) -> MirrorConfig:
             "--abort.on.send.failure=false: kafka-mirror never drops a record it could not "
             "send; it retries and stops on a fatal error instead"
         )
-    for name, value in sorted(vars(ns).items()):
-        if name.startswith("ignored_") and value is not None:
-            flag = "--" + name[len("ignored_") :].replace("_", ".")
-            notices.append(f"{flag} has no meaning on Spark and is ignored")
+    notices.extend(_flag_notices(ns))
     include = _mm1_regex("--whitelist", ns.include) if ns.include else (".*",)
     exclude = LEGACY_TOPICS_EXCLUDE + (_mm1_regex("--blacklist", ns.exclude) if ns.exclude else ())
     target = _cluster_from_file(TARGET_ALIAS, ns.producer_config, "producer")

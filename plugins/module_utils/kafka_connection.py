@@ -16,7 +16,6 @@ import atexit
 import contextlib
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -45,12 +44,6 @@ SIDES = ('source', 'destination')
 
 SECURITY_PROTOCOLS = ['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL']
 SASL_MECHANISMS = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'GSSAPI']
-
-# MirrorMaker 2 defaults (DefaultTopicFilter): topics never selected unless asked for.
-MM2_DEFAULT_TOPICS_EXCLUDE = [r'.*[\-\.]internal', r'.*\.replica', r'__.*']
-
-# Topics never touched by the modules, whatever the include regexes say.
-INTERNAL_TOPIC_RE = re.compile(r'^(__.*|.*[\-.]internal)$')
 
 
 def _base_spec():
@@ -250,11 +243,6 @@ def check_kafka_python(module):
         module.fail_json(msg=missing_required_lib('kafka-python>=3.0'), exception=KAFKA_PYTHON_IMP_ERR)
 
 
-def admin_client(params, side, timeout=30):
-    from confluent_kafka.admin import AdminClient as _AdminClient
-    return _AdminClient(librdkafka_config(params, side, timeout))
-
-
 def _quiet_logger(name):
     logger = logging.getLogger(name)
     if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
@@ -384,58 +372,6 @@ def kafka_python_admin_client(params, side, timeout=30):
                     raise KafkaModuleError('%s: no answer within %s s: %s' % (describe_side(params, side), timeout, text or to_text(e)))
     finally:
         logger.removeHandler(handler)
-
-
-def is_internal_topic(name, internal_flag=False):
-    return bool(internal_flag) or bool(INTERNAL_TOPIC_RE.match(name))
-
-
-def _compile(patterns):
-    return [re.compile(p) for p in patterns or []]
-
-
-def select_topics(names, include, exclude):
-    """MirrorMaker 2 selection: a topic is selected when it fully matches one include regex
-    and no exclude regex. Internal topics are never selected."""
-    inc = _compile(include)
-    exc = _compile(exclude)
-    selected = []
-    for name in sorted(names):
-        if is_internal_topic(name):
-            continue
-        if not any(r.fullmatch(name) for r in inc):
-            continue
-        if any(r.fullmatch(name) for r in exc):
-            continue
-        selected.append(name)
-    return selected
-
-
-def destination_topic_name(topic, policy, source_alias, separator='.'):
-    if policy == 'identity':
-        return topic
-    return '%s%s%s' % (source_alias, separator, topic)
-
-
-def is_cycle(topic, policy, destination_alias, separator='.'):
-    """DefaultReplicationPolicy cycle detection: a source topic that already came from the
-    destination cluster (``<destination_alias><sep>...`` somewhere in its prefix chain) is not
-    mirrored back."""
-    if policy != 'default' or not destination_alias:
-        return False
-    parts = topic.split(separator)
-    return destination_alias in parts[:-1]
-
-
-def list_topic_metadata(client, timeout):
-    """{topic: partition_count} for every topic the client may describe, errors raised."""
-    md = client.list_topics(timeout=timeout)
-    result = {}
-    for name, tmd in md.topics.items():
-        if tmd.error is not None:
-            raise KafkaModuleError('cannot describe topic %s: %s' % (name, tmd.error))
-        result[name] = len(tmd.partitions)
-    return result
 
 
 class KafkaModuleError(Exception):

@@ -14,7 +14,8 @@ short_description: Check that the destination Kafka cluster and the mirror host 
 version_added: 0.1.0
 description:
   - Measures the size of the selected source topics from the source brokers' log dirs
-    (Kafka DescribeLogDirs; one replica per partition is counted).
+    (Kafka DescribeLogDirs; one replica per partition is counted). Topics are selected by
+    MirrorMaker 2's rules, as in M(kafka.mirror.mirror_topics).
   - Counts only what is still to be mirrored. Data already on the destination topics (named by
     O(replication_policy), O(source_alias) and O(replication_policy_separator), as in
     M(kafka.mirror.mirror_topics)) already takes its place in the destination's used space. A
@@ -56,7 +57,7 @@ options:
       - Regexes (full match) removing topics from the selection, as in C(topics.exclude).
     type: list
     elements: str
-    default: ['.*[\-\.]internal', '.*\.replica', '__.*']
+    default: ['mm2.*\.internal', '.*\.replica', '__.*']
   replication_factor:
     description:
       - Replication factor the destination topics will have. C(-1) reads
@@ -181,16 +182,17 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import (
     KafkaModuleError,
-    MM2_DEFAULT_TOPICS_EXCLUDE,
     check_confluent_kafka,
     check_kafka_python,
     connected_admin_client,
     connection_argument_spec,
     connection_required_if,
-    destination_topic_name,
-    is_cycle,
     kafka_python_admin_client,
     on_side,
+)
+from ansible_collections.kafka.mirror.plugins.module_utils.topic_selection import (
+    TOPICS_EXCLUDE_DEFAULT,
+    destination_topic,
     select_topics,
 )
 
@@ -296,7 +298,7 @@ def main():
     argument_spec = connection_argument_spec()
     argument_spec.update(
         topics=dict(type='list', elements='str', default=['.*']),
-        topics_exclude=dict(type='list', elements='str', default=list(MM2_DEFAULT_TOPICS_EXCLUDE)),
+        topics_exclude=dict(type='list', elements='str', default=list(TOPICS_EXCLUDE_DEFAULT)),
         replication_factor=dict(type='int', default=-1),
         replication_policy=dict(type='str', default='default', choices=['default', 'identity']),
         source_alias=dict(type='str'),
@@ -315,10 +317,7 @@ def main():
         src = kafka_python_admin_client(p, 'source', p['timeout'])
         try:
             with on_side(p, 'source'):
-                topics = select_topics(src.list_topics(), p['topics'], p['topics_exclude'])
-                skipped = [t for t in topics if is_cycle(t, p['replication_policy'], p['destination_alias'],
-                                                         p['replication_policy_separator'])]
-                topics = [t for t in topics if t not in skipped]
+                topics, skipped = select_topics(src.list_topics(), p)
                 source_parts = partition_sizes(src, topics)
         finally:
             src.close()
@@ -328,10 +327,7 @@ def main():
                 names = {}
                 if p['replication_policy'] == 'identity' or p['source_alias']:
                     existing = set(dst.list_topics())
-                    names = dict(
-                        (t, destination_topic_name(t, p['replication_policy'], p['source_alias'],
-                                                   p['replication_policy_separator']))
-                        for t in topics)
+                    names = dict((t, destination_topic(t, p)) for t in topics)
                     names = dict((t, d) for t, d in names.items() if d in existing)
                 brokers = destination_dirs(dst)
                 rf = p['replication_factor'] if p['replication_factor'] > 0 else default_replication_factor(dst)

@@ -20,8 +20,13 @@ description:
     is left alone and reported in RV(partition_mismatch).
   - The replication factor of an existing destination topic is never changed (that needs a
     partition reassignment); a difference is reported in RV(replication_factor_mismatch).
-  - Internal topics (Kafka's C(__*) topics and MirrorMaker's C(*.internal) topics) are never
-    selected nor touched.
+  - Topics are selected and named by MirrorMaker 2's rules (Kafka 4.x), the very code the
+    kafka-mirror engine runs, so the module handles exactly the topics the mirror mirrors.
+    Internal topics (names starting with C(__) or C(.), MirrorMaker's own C(mm2*.internal) and
+    C(*.checkpoints.internal) topics) and kafka-mirror's own C(kafka-mirror.*) topics are never
+    selected nor touched. Heartbeats topics (C(heartbeats), C(<alias>.heartbeats)), which
+    MirrorMaker 2 replicates whatever the regexes say, are left to the mirror: it creates them
+    itself, and they appear on the source while mirrors run.
   - In check mode the module plans and reports the same changes without making any.
 author:
   - kafka.mirror maintainers (@kafka-mirror)
@@ -48,7 +53,7 @@ options:
       - Regexes (full match, like MirrorMaker 2's C(topics.exclude)) removing topics from the selection.
     type: list
     elements: str
-    default: ['.*[\-\.]internal', '.*\.replica', '__.*']
+    default: ['mm2.*\.internal', '.*\.replica', '__.*']
   replication_policy:
     description:
       - C(default) names the destination topic C(<source_alias><separator><topic>) like
@@ -178,15 +183,17 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import (
-    MM2_DEFAULT_TOPICS_EXCLUDE,
     KafkaModuleError,
     check_confluent_kafka,
     connected_admin_client,
     connection_argument_spec,
     connection_required_if,
-    destination_topic_name,
-    is_cycle,
     on_side,
+)
+from ansible_collections.kafka.mirror.plugins.module_utils.topic_selection import (
+    TOPICS_EXCLUDE_DEFAULT,
+    destination_topic,
+    is_heartbeats_topic,
     select_topics,
 )
 
@@ -244,9 +251,9 @@ def read_source(module, src):
     timeout = p['timeout']
     with on_side(p, 'source'):
         src_names = list(src.list_topics(timeout=timeout).topics.keys())
-        selected = select_topics(src_names, p['topics'], p['topics_exclude'])
-        skipped = [t for t in selected if is_cycle(t, p['replication_policy'], p['destination_alias'], p['replication_policy_separator'])]
-        selected = [t for t in selected if t not in skipped]
+        selected, skipped = select_topics(src_names, p)
+        # heartbeats topics: the mirror creates them (MM2 too), they come and go with mirrors
+        selected = [t for t in selected if not is_heartbeats_topic(t, p)]
         src_parts = describe_partitions(src, selected, timeout)
         selected = [t for t in selected if not src_parts[t][2]]  # internal flag from the broker
         src_cfgs = describe_topic_configs(src, selected, timeout, explicit_only=True) if p['sync_configs'] else {}
@@ -258,7 +265,7 @@ def plan(module, source, dst):
     timeout = p['timeout']
     selected, skipped, src_parts, src_cfgs = source
 
-    mapping = dict((t, destination_topic_name(t, p['replication_policy'], p['source_alias'], p['replication_policy_separator'])) for t in selected)
+    mapping = dict((t, destination_topic(t, p)) for t in selected)
     with on_side(p, 'destination'):
         dst_existing = set(dst.list_topics(timeout=timeout).topics.keys())
         existing = [d for d in mapping.values() if d in dst_existing]
@@ -332,7 +339,7 @@ def main():
     argument_spec = connection_argument_spec()
     argument_spec.update(
         topics=dict(type='list', elements='str', default=['.*']),
-        topics_exclude=dict(type='list', elements='str', default=list(MM2_DEFAULT_TOPICS_EXCLUDE)),
+        topics_exclude=dict(type='list', elements='str', default=list(TOPICS_EXCLUDE_DEFAULT)),
         replication_policy=dict(type='str', default='default', choices=['default', 'identity']),
         source_alias=dict(type='str'),
         destination_alias=dict(type='str'),

@@ -9,18 +9,14 @@ import os
 import pytest
 
 from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import (
-    MM2_DEFAULT_TOPICS_EXCLUDE,
     KafkaModuleError,
     _kafka_python_failure,
     connection_argument_spec,
     describe_side,
-    destination_topic_name,
-    is_cycle,
     kafka_python_config,
     kerberos_login,
     librdkafka_config,
     on_side,
-    select_topics,
 )
 
 
@@ -38,23 +34,6 @@ def test_spec_has_both_sides_and_secrets_are_no_log():
         assert spec['%s_sasl_password' % side]['no_log'] is True
         assert spec['%s_ssl_key_password' % side]['no_log'] is True
         assert spec['%s_bootstrap_servers' % side]['required'] is True
-
-
-def test_select_topics_mm2_semantics_and_internal_never_selected():
-    names = ['orders', 'orders.eu', 'x.internal', '__consumer_offsets', 'mm2-offset-syncs.b.internal', 'a.replica', 'pay']
-    assert select_topics(names, ['.*'], MM2_DEFAULT_TOPICS_EXCLUDE) == ['orders', 'orders.eu', 'pay']
-    # full match, not substring
-    assert select_topics(names, ['orders'], []) == ['orders']
-    # internal topics stay out even when asked for
-    assert select_topics(names, ['__.*', '.*internal'], []) == []
-
-
-def test_policy_names_and_cycles():
-    assert destination_topic_name('t', 'default', 'dc1') == 'dc1.t'
-    assert destination_topic_name('t', 'identity', 'dc1') == 't'
-    assert is_cycle('dc2.t', 'default', 'dc2')
-    assert not is_cycle('t', 'default', 'dc2')
-    assert not is_cycle('dc2.t', 'identity', 'dc2')
 
 
 def test_librdkafka_config_sasl_scram_and_tls():

@@ -50,7 +50,8 @@ appender.stdout.layout.pattern=[%d] %p %m (%c)%n
 logger.srv.name=kafka.server.KafkaRaftServer
 logger.srv.level=INFO
 EOF
-  local cp="$LIB/*" jopts="$HEAP -Dlog4j2.configurationFile=$d/log4j2.properties -Djava.awt.headless=true"
+  # C1 only: a test broker's cost is start-up and JIT compiling (tests/harness/kafka_mirror_testing/quick_jvms.py)
+  local cp="$LIB/*" jopts="$HEAP -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=$d/log4j2.properties -Djava.awt.headless=true"
   # shellcheck disable=SC2086
   java $jopts -cp "$cp" kafka.tools.StorageTool format --cluster-id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')" \
     -c "$d/server.properties" >"$d/format.log" 2>&1 || { cat "$d/format.log"; exit 1; }

@@ -16,8 +16,12 @@ import pytest
 from mirror_process import running
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.quick_jvms import use_quick_start_jvms
 
 BROKER_HEAP = "512m"
+
+# every broker, Kafka tool, stock MM2 and test mirror's Spark driver of this suite: C1 only
+use_quick_start_jvms()
 
 
 def kafka_admin(cluster: LocalKafkaCluster) -> Any:

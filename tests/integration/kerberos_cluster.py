@@ -74,6 +74,9 @@ def main():
     workdir, vars_file, keys_file = (os.path.abspath(a) for a in sys.argv[1:4])
     sys.path[:0] = [os.path.join(REPO, 'src'), os.path.join(REPO, 'tests', 'harness')]
     from kafka_mirror_testing.localkdc import GSSAPI_LISTENER, LocalKdc, kerberized_cluster  # pylint: disable=import-error
+    from kafka_mirror_testing.quick_jvms import use_quick_start_jvms  # pylint: disable=import-error
+
+    use_quick_start_jvms()  # a test broker: C1 only (kafka_mirror_testing.quick_jvms)
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -74,6 +74,9 @@ def main():
     workdir, vars_file = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     sys.path[:0] = [os.path.join(REPO, 'src'), os.path.join(REPO, 'tests', 'harness')]
     from kafka_mirror_testing.localcluster import LocalKafkaCluster  # pylint: disable=import-error
+    from kafka_mirror_testing.quick_jvms import use_quick_start_jvms  # pylint: disable=import-error
+
+    use_quick_start_jvms()  # a test broker: C1 only (kafka_mirror_testing.quick_jvms)
 
     plain_pw = 'plain-' + secrets.token_hex(12)
     scram_pw = 'scram-' + secrets.token_hex(12)

@@ -34,6 +34,7 @@ from types import FrameType
 from typing import IO, Any, Self
 
 from kafka_mirror.jvm_artifacts import java_executable, kafka_classpath
+from kafka_mirror_testing.quick_jvms import extra_jvm_flags
 from kafka_mirror_testing.service import Service
 
 __all__ = [
@@ -407,6 +408,7 @@ class LocalKafkaCluster(Service):
             f"-Dlog4j2.configurationFile={self.log4j_path}",
             f"-Dkafka.logs.dir={self.home / 'logs'}",
             *self.jvm_args,
+            *extra_jvm_flags(),
             "-cp",
             kafka_classpath(),
             main_class,

@@ -21,6 +21,7 @@ from kafka_mirror_testing.localcluster import (
     tail,
     write_properties,
 )
+from kafka_mirror_testing.quick_jvms import extra_jvm_flags
 from kafka_mirror_testing.service import Service
 
 __all__ = ["MM2_MAIN", "StockMirrorMaker2", "mm2_properties", "read_properties"]
@@ -147,6 +148,7 @@ class StockMirrorMaker2(Service):
             f"-Dlog4j2.configurationFile={self.log4j_path}",
             f"-Dkafka.logs.dir={self.workdir}",
             *self.jvm_args,
+            *extra_jvm_flags(),
             "-cp",
             kafka_classpath(),
             MM2_MAIN,

@@ -25,10 +25,12 @@ mvn -q -B -f jvm/pom.xml test
 if .venv/bin/python - <<'PY'
 import sys
 
-sys.path[:0] = ["bench", "tests/engine"]
+sys.path[:0] = ["bench", "tests/engine", "tests/harness"]
+from kafka_mirror_testing.quick_jvms import use_quick_start_jvms  # noqa: E402
 from mirror_bench.class_data import prime  # noqa: E402
 from mirror_process import CLASS_DATA_DIR  # noqa: E402
 
+use_quick_start_jvms()  # as every test JVM
 prime(CLASS_DATA_DIR, lowest_priority=False)
 PY
 then :; else echo "note: no class data archive built; the test mirrors start without it"; fi

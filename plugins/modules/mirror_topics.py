@@ -25,8 +25,8 @@ description:
     Internal topics (names starting with C(__) or C(.), MirrorMaker's own C(mm2*.internal) and
     C(*.checkpoints.internal) topics) and kafka-mirror's own C(kafka-mirror.*) topics are never
     selected nor touched. Heartbeats topics (C(heartbeats), C(<alias>.heartbeats)), which
-    MirrorMaker 2 replicates whatever the regexes say, are left to the mirror: it creates them
-    itself, and they appear on the source while mirrors run.
+    MirrorMaker 2 replicates whatever the regexes say, are left to the mirror, which creates them
+    itself (they appear on the source while mirrors run).
   - In check mode the module plans and reports the same changes without making any.
 author:
   - kafka.mirror maintainers (@kafka-mirror)

@@ -225,8 +225,10 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
 
     config = _config(tmp_path / "mm2.properties", src, dst, source_cluster, destination_cluster,
                      prefix, f"app-{tag}, busy-{tag}", realtime=mode == "realtime")
-    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
-                           tmp_path / "mirror.log").start()
+    # DEBUG: each group offset sync round is logged
+    mirror = MirrorProcess(["--log-level", "DEBUG", "run", str(config), "--state-dir",
+                            str(tmp_path / "state")], tmp_path / "mirror.log").start()
+    sync_round = f"flow {src}->{dst}: group offsets sync round: "
     target_partitions = [(f"{src}.{plain}", p) for p in range(4)]
     target_partitions += [(f"{src}.{txn}", p) for p in range(2)] + [(f"{src}.{compact}", 0)]
 
@@ -248,7 +250,10 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
         # later (an offset sync that came after) is synced a round later, which under load can
         # take more than 3 s: wait until every last checkpoint is synced, twice in a row
         for _ in range(2):
-            time.sleep(3)  # one more sync round: the active group must still be untouched
+            # one more sync round: the active group must still be untouched
+            rounds = mirror.output().count(sync_round)
+            wait_for(lambda r=rounds: mirror.output().count(sync_round) > r, 60,
+                     "one more group offset sync round", mirror)
             wait_for(lambda: _synced_as_checkpointed(config, destination_cluster, group,
                                                      target_partitions),
                      120, "group offsets synced up to the last checkpoints", mirror)

@@ -321,8 +321,11 @@ def test_active_active_with_custom_policy(
         "spark.master = local[2]\n"
     )
     began = time.monotonic()
-    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
-                           tmp_path / "mirror.log", env={"CLASSPATH": str(policy_jar)}).start()
+    # DEBUG: each topic refresh is logged
+    mirror = MirrorProcess(["--log-level", "DEBUG", "run", str(config), "--state-dir",
+                            str(tmp_path / "state")], tmp_path / "mirror.log",
+                           env={"CLASSPATH": str(policy_jar)}).start()
+    refreshed = f"flow {b}->{a}: topics refreshed: "
     try:
         wait_for(lambda: _complete(destination_cluster, f"{a}__{t}", 2), 120,
                    f"{a}__{t} on {b}", mirror)
@@ -330,7 +333,9 @@ def test_active_active_with_custom_policy(
                    f"{b}__{u} on {a}", mirror)
         mirrored = time.monotonic()
         # two more refreshes of B->A, which now list a__t too
-        time.sleep(2.5)
+        refreshes = mirror.output().count(refreshed)
+        wait_for(lambda: mirror.output().count(refreshed) >= refreshes + 2, 60,
+                 f"two more topic refreshes of {b}->{a}", mirror)
         code, _ = mirror.terminate(timeout=60)
         assert code == 0, mirror.output()[-4000:]
     finally:

@@ -164,6 +164,9 @@ class GroupCheckpointer:
             outcome.committed[group] = len(wanted)
             log.info("flow %s: group %s: %d offsets committed on cluster %s", self.flow.name,
                      group, len(wanted), self.flow.target.alias)
+        log.debug("flow %s: group offsets sync round: %d groups committed, %d in sync, %d active",
+                  self.flow.name, len(outcome.committed), len(outcome.in_sync),
+                  len(outcome.skipped_active))
         return outcome
 
     def close(self) -> None:

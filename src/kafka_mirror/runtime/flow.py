@@ -136,6 +136,8 @@ class FlowRunner:
         self.next_refresh = time.monotonic() + self.flow.refresh_interval_seconds
         assignment = {p.source_topic: p.partitions for p in plans}
         self.topic_ids = self._source_topic_ids(sorted(assignment))
+        log.debug("flow %s: topics refreshed: %d topics, %d partitions", self.flow.name,
+                  len(assignment), sum(assignment.values()))
         return assignment
 
     def _source_topic_ids(self, topics: list[str]) -> dict[str, str]:

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.quick_jvms import FLAGS_ENV, SPARK_SUBMIT_OPTS, use_quick_start_jvms
 from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 from kafka_mirror_testing.waiting import wait_for
@@ -282,3 +283,14 @@ def test_the_product_wheel_holds_no_test_harness(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "kafka_mirror/cli/main.py" in names
     assert not [n for n in names if "testing" in n or n.startswith("tests/")], names
+
+
+def test_quick_start_jvms_reach_spark_once_and_an_explicit_choice_is_kept() -> None:
+    env = {SPARK_SUBMIT_OPTS: "-Dx=1"}
+    use_quick_start_jvms(env)
+    use_quick_start_jvms(env)  # a child process of a test does it again
+    assert env == {FLAGS_ENV: "-XX:TieredStopAtLevel=1",
+                   SPARK_SUBMIT_OPTS: "-Dx=1 -XX:TieredStopAtLevel=1"}
+    off = {FLAGS_ENV: ""}  # run the test JVMs with the JVM's defaults
+    use_quick_start_jvms(off)
+    assert off == {FLAGS_ENV: ""}

@@ -5,7 +5,8 @@ A test JVM lives for minutes and moves little data, so its cost is start-up and 
 With the C1 compiler only (``-XX:TieredStopAtLevel=1``) a test takes about half the CPU
 (tests/engine/test_topic_recreated.py on this 2-core machine: 81 CPU-seconds with the default
 tiered compilers, 44 with C1 only), and CPU is what the suite waits on. Benchmarks, the demo and
-deployed mirrors do not set it: their JVMs run as users run them.
+deployed mirrors do not set it: their JVMs run as users run them (the benchmark's smoke test, run
+under pytest, inherits it).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,9 +42,35 @@ class Listener:
         run_hooks(self.hooks, event)
 
 
+# Rates Spark leaves out of a progress event's JSON when they are not finite (NaN, infinity);
+# PySpark's SourceProgress.fromJson requires them. Read as NaN, as the JVM's object holds them.
+_SOURCE_RATES = ("inputRowsPerSecond", "processedRowsPerSecond")
+
+
+def progress_from_json(text: str) -> Any:
+    """A progress event's ``StreamingQueryProgress.json`` as PySpark's ``StreamingQueryProgress``
+    (the fields the listener reads are the same as PySpark's own conversion gives)."""
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+    data = json.loads(text)
+    for source in data.get("sources") or ():
+        for key in _SOURCE_RATES:
+            source.setdefault(key, math.nan)
+    return StreamingQueryProgress.fromJson(data)
+
+
 def spark_listener(listener: Listener) -> Any:
-    """``listener`` as a PySpark ``StreamingQueryListener``."""
-    from pyspark.sql.streaming.listener import StreamingQueryListener
+    """``listener`` as a PySpark ``StreamingQueryListener``.
+
+    Each progress event crosses from the JVM as one JSON text (two Py4J calls). PySpark's own
+    listener bridge converts the event field by field, tens of Py4J calls each resolved by
+    reflection on Spark's listener thread: with one micro-batch a second (a flow's heartbeats)
+    that cost an idle mirror about a quarter of a core."""
+    from pyspark.sql.streaming.listener import JStreamingQueryListener, StreamingQueryListener
+
+    class JsonBridge(JStreamingQueryListener):
+        def onQueryProgress(self, jevent: Any) -> None:
+            listener.progress(progress_from_json(jevent.progress().json()))
 
     class SparkListener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:
@@ -56,5 +84,16 @@ def spark_listener(listener: Listener) -> Any:
 
         def onQueryTerminated(self, event: Any) -> None:
             pass
+
+        @property
+        def _jlistener(self) -> Any:
+            # StreamingQueryListener._jlistener, with the bridge above
+            from pyspark import SparkContext
+
+            if not hasattr(self, "_jlistenerobj"):
+                jvm = SparkContext._jvm
+                assert jvm is not None
+                self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(JsonBridge(self))
+            return self._jlistenerobj
 
     return SparkListener()

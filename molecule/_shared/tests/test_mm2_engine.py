@@ -1,7 +1,7 @@
 """Behaviour of a host converged with ``mirror_engine: mirrormaker2`` (default scenario: km-mm2 and
-km-mm2-sv): stock MirrorMaker 2 from the kafka_tools role's Kafka install runs as the non-root service user (a systemd
-unit or a supervisord program) with an explicit heap and the role's log4j2 configuration, and mirrors
-records partition for partition. The engine-independent checks (hardening, JMX exporter, extra
+km-mm2-sv): stock MirrorMaker 2 from the kafka_tools role's Kafka install runs as the non-root
+service user (a systemd unit or a supervisord program) with an explicit heap and the role's log4j2
+configuration, and mirrors records partition for partition. The engine-independent checks (hardening, JMX exporter, extra
 files, ...) are in test_mirror.py."""
 
 import os

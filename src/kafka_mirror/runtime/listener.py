@@ -66,11 +66,16 @@ def spark_listener(listener: Listener) -> Any:
     listener bridge converts the event field by field, tens of Py4J calls each resolved by
     reflection on Spark's listener thread: with one micro-batch a second (a flow's heartbeats)
     that cost an idle mirror about a quarter of a core."""
-    from pyspark.sql.streaming.listener import JStreamingQueryListener, StreamingQueryListener
+    from pyspark.sql.streaming.listener import (
+        JStreamingQueryListener,
+        QueryProgressEvent,
+        StreamingQueryListener,
+    )
 
     class JsonBridge(JStreamingQueryListener):
         def onQueryProgress(self, jevent: Any) -> None:
-            listener.progress(progress_from_json(jevent.progress().json()))
+            progress = progress_from_json(jevent.progress().json())
+            self.pylistener.onQueryProgress(QueryProgressEvent(progress=progress))
 
     class SparkListener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:

@@ -3,7 +3,8 @@
 #   1. the engine: lint, type-check, JVM unit tests, pytest against real Kafka clusters and Spark
 #   2. the Ansible collection: ansible-lint (production), ansible-test sanity, galaxy-importer,
 #      unit tests, and its modules against real Kafka clusters
-#   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise)
+#   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise),
+#      run side by side with 2
 # Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only. Long suites (fault
 # injection, Molecule) run in a short CI form; KAFKA_MIRROR_FULL=1 runs their full forms.
 set -euo pipefail
@@ -61,9 +62,30 @@ if [ "$rc" -ne 0 ]; then
 fi
 [ "$rc" -eq 0 ] || exit "$rc"
 [ "${KAFKA_MIRROR_TESTS:-all}" = engine ] && exit 0
-scripts/ansible-checks.sh lint sanity importer units awx modules
-if [ "$(id -u)" -eq 0 ]; then
-  scripts/ansible-molecule.sh
-else
+ANSIBLE_STEPS=(lint sanity importer units awx modules)
+if [ "$(id -u)" -ne 0 ]; then
+  scripts/ansible-checks.sh "${ANSIBLE_STEPS[@]}"
   echo "NOTICE: Molecule scenarios skipped: they need root (network namespaces, systemd-nspawn)"
+  exit 0
 fi
+# The Ansible checks run beside Molecule: neither keeps the 2 CPUs busy alone (the modules step
+# ~60 %: brokers starting, playbooks waiting on them), the checks' brokers are on 127.0.0.1 and the
+# Molecule hosts in network namespaces of their own. What both use is prepared first (the Ansible
+# venv with the GSSAPI client the kerberos step needs), so neither changes it while the other runs.
+# The checks' output is printed when Molecule is done.
+. scripts/ansible-venv.sh
+ansible_venv .venv-ansible "$PWD"
+scripts/build-gssapi-client.sh --install .venv-ansible | tail -n 2
+.venv-ansible/bin/python -c 'import gssapi' 2>/dev/null \
+  || .venv-ansible/bin/pip install -q "$(grep -E '^gssapi' requirements-ansible.txt)"
+checks_log=$(mktemp /tmp/kafka-mirror-ansible-checks-log.XXXXXX)
+scripts/ansible-checks.sh "${ANSIBLE_STEPS[@]}" >"$checks_log" 2>&1 &
+checks=$!
+molecule_rc=0
+scripts/ansible-molecule.sh || molecule_rc=$?
+checks_rc=0
+wait "$checks" || checks_rc=$?
+echo "== Ansible checks (${ANSIBLE_STEPS[*]}), run beside Molecule: exit $checks_rc"
+cat "$checks_log"
+rm -f "$checks_log"
+[ "$checks_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]

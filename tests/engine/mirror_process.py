@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +38,18 @@ def mm2_properties(
         "spark.master = local[2]\n"
         f"mirror.class.data.dir = {CLASS_DATA_DIR}\n" + extra
     )
+
+
+# What an operator's log alerting catches: an ERROR line from any logger (the mirror's, Spark's
+# log4j, py4j), a stack trace (Python's or Java's), and librdkafka's own lines written past the
+# logging set-up (``%4|1700000000.123|GETPID|rdkafka#producer-1| ...``)
+_ALARMS = re.compile(r"\bERROR\b|^Traceback \(most recent call last\)|^\s+at [\w$.<>]+\(|"
+                     r"^%\d\|\d+\.\d+\|")
+
+
+def alarms(log: str) -> list[str]:
+    """The lines of a mirror's log an operator would alert on (see _ALARMS)."""
+    return [line for line in log.splitlines() if _ALARMS.search(line)]
 
 
 class MirrorProcess:

@@ -25,6 +25,7 @@ from confluent_kafka.admin import (
 from mirror_process import (
     CLI,
     MirrorProcess,
+    alarms,
     committed_offsets,
     end_offsets,
     first_occurrences,
@@ -145,6 +146,8 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
         code, seconds = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
         assert seconds < 30
+        # a clean stop after a run of a minute or more: nothing an operator alerts on
+        assert not alarms(mirror.output()), "\n".join(alarms(mirror.output())[:40])
     finally:
         mirror.cleanup()
 

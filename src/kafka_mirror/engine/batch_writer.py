@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.exactly_once import TargetEnds
@@ -27,6 +27,10 @@ from kafka_mirror.errors import MirrorError
 from kafka_mirror.state.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
+
+# how long a refused batch waits for the flow to stop its query (flows stop one after another,
+# each within its grace period)
+REFUSAL_WAIT_SECONDS = 120.0
 
 
 class TargetOffsets(Protocol):
@@ -125,7 +129,12 @@ class WrittenRanges:
 class StoppingBetweenBatches(RuntimeError):
     """Raised instead of writing a batch once the flow is stopping: Spark then ends the query
     with the previous batch as the last one committed (the refused batch is read again on the
-    next start), rather than being interrupted in the middle of a write."""
+    next start), rather than being interrupted in the middle of a write.
+
+    It is raised once the query's stop is under way, caused by a Java ``InterruptedException``:
+    Spark takes such an error of a ``foreachBatch`` function, in a query being stopped, for the
+    stop's own interruption (``StreamExecution.isInterruptionException``, SPARK-39218) and ends
+    the query as stopped, not as failed (no ERROR line, no stack trace)."""
 
 
 class _QuietStop(logging.Filter):
@@ -173,11 +182,13 @@ class BatchWriter:
         # this writer wrote; the next batch starts there unless something else wrote meanwhile
         self._last_after: dict[tuple[str, int], tuple[int, int]] = {}
         self._java_options: Any = None
+        # set by the flow once its query runs: whether the query is still active (not stopped)
+        self.query_active: Callable[[], bool] | None = None
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         if self.stopping.is_set():
             self.refused.set()
-            raise StoppingBetweenBatches(f"flow {self.flow.name}: stopping before batch {batch_id}")
+            self._refuse(frame, batch_id)
         start = batch_start_positions(self.checkpoint, batch_id) or {}
         end = batch_end_positions(self.checkpoint, batch_id) or {}
         moved = [tp for tp, offset in end.items() if offset > start.get(tp, offset)]
@@ -211,6 +222,26 @@ class BatchWriter:
             self._written[batch_id] = WrittenRanges(start, end, before, after, timings)
             for old in [b for b in self._written if b < batch_id - 100]:
                 del self._written[old]
+
+    def _refuse(self, frame: Any, batch_id: int) -> NoReturn:
+        """Refuse the batch once the flow stopped the query (or after REFUSAL_WAIT_SECONDS):
+        see :class:`StoppingBetweenBatches`."""
+        deadline = time.monotonic() + REFUSAL_WAIT_SECONDS
+        while self.query_active is not None and time.monotonic() < deadline:
+            try:
+                if not self.query_active():
+                    break
+            except Exception:  # the query is gone
+                break
+            time.sleep(0.02)
+        message = f"flow {self.flow.name}: stopping before batch {batch_id}"
+        thread = frame.sparkSession._jvm.java.lang.Thread
+        try:
+            thread.currentThread().interrupt()
+            thread.sleep(1)  # throws the InterruptedException (and clears the interrupt)
+        except Exception as interrupted:
+            raise StoppingBetweenBatches(message) from interrupted
+        raise StoppingBetweenBatches(message)
 
     def _ends_before(self, moved: list[tuple[str, int]], start: Mapping[tuple[str, int], int]
                      ) -> dict[tuple[str, int], int] | None:

@@ -8,7 +8,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import (
     Consumer,
@@ -23,7 +23,7 @@ from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ClusterUnreachable, ConfigError, MirrorError
 from kafka_mirror.kafka.clients import admin_properties
 from kafka_mirror.kafka.kerberos import KerberosLoginError, keytab_login
-from kafka_mirror.kafka.librdkafka import librdkafka_config
+from kafka_mirror.kafka.librdkafka import librdkafka_config, with_client_log
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,18 @@ def _coordinator_pending(error: KafkaError) -> bool:
     return error.code() in _COORDINATOR_PENDING or bool(error.retriable())
 
 
+class _Served:
+    """An AdminClient that serves its queued events (librdkafka's log lines, errors) before
+    each call: an AdminClient serves them only in ``poll``, which nothing else calls."""
+
+    def __init__(self, client: AdminClient) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        self._client.poll(0)
+        return getattr(self._client, name)
+
+
 class ClusterAdmin:
     """An AdminClient for one cluster that remembers fatal client errors (bad credentials)."""
 
@@ -62,8 +74,9 @@ class ClusterAdmin:
         self.cluster = cluster
         self._fatal: str | None = None
         self._lock = threading.Lock()
-        conf: dict[str, Any] = librdkafka_config(
-            admin_properties(cluster), f"cluster '{cluster.alias}'"
+        conf = with_client_log(
+            librdkafka_config(admin_properties(cluster), f"cluster '{cluster.alias}'"),
+            f"cluster '{cluster.alias}' admin",
         )
         conf["error_cb"] = self._on_error
         self.conf = conf
@@ -74,7 +87,7 @@ class ClusterAdmin:
         if warning:
             log.warning("%s", warning)
         try:
-            self.client = AdminClient(conf)
+            self.client = cast(AdminClient, _Served(AdminClient(conf)))
         except KafkaException as exc:
             # e.g. "No provider for SASL mechanism GSSAPI" (a confluent-kafka built without
             # Cyrus SASL) or a kinit that failed (wrong keytab or principal)

@@ -8,9 +8,11 @@ plane (:mod:`kafka_mirror.kafka.librdkafka`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.errors import ConfigError
-from kafka_mirror.kafka.librdkafka import librdkafka_config
+from kafka_mirror.kafka.librdkafka import librdkafka_config, with_client_log
 
 TIMESTAMP_HEADER = "kafka-mirror.timestamp"
 INTERCEPTOR_CLASS = "io.kafkamirror.TimestampRestoringInterceptor"
@@ -120,22 +122,22 @@ def admin_properties(cluster: ClusterSpec) -> dict[str, str]:
     return dict(cluster.client) | dict(cluster.admin)
 
 
-def control_producer_config(cluster: ClusterSpec) -> dict[str, str]:
+def control_producer_config(cluster: ClusterSpec) -> dict[str, Any]:
     """librdkafka settings of a control-plane producer (syncs, checkpoints, heartbeats)."""
     props = dict(cluster.client) | dict(cluster.producer)
     conf = librdkafka_config(props, f"cluster '{cluster.alias}'")
     conf.update({"acks": "all", "enable.idempotence": "true", "linger.ms": "5"})
-    return conf
+    return with_client_log(conf, f"cluster '{cluster.alias}' producer")
 
 
-def control_consumer_config(cluster: ClusterSpec) -> dict[str, str]:
+def control_consumer_config(cluster: ClusterSpec) -> dict[str, Any]:
     """librdkafka settings of a control-plane reader that never commits."""
     props = dict(cluster.client) | dict(cluster.consumer)
     conf = librdkafka_config(props, f"cluster '{cluster.alias}'")
     conf.pop("isolation.level", None)
     conf.update({"group.id": "kafka-mirror.reader", "enable.auto.commit": "false",
                  "enable.partition.eof": "true"})
-    return conf
+    return with_client_log(conf, f"cluster '{cluster.alias}' reader")
 
 
 def durability_warnings(flow: FlowSpec) -> list[str]:

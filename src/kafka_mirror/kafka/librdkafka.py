@@ -4,8 +4,10 @@ key and trust stores turned into PEM files."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.kafka.keystores import store_to_pem
@@ -207,3 +209,21 @@ def librdkafka_config(props: Mapping[str, str], what: str) -> dict[str, str]:
         # outside; librdkafka must not run its own (its default kinit command needs a keytab).
         conf["sasl.kerberos.min.time.before.relogin"] = "0"
     return conf
+
+
+class _ClientLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """librdkafka's messages, which confluent-kafka hands to a ``logger`` setting as
+    ``log(level, "%s [%s] %s", facility, client name, text)`` at their syslog level mapped to
+    Python's, prefixed with what the client is for."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"{self.extra['client'] if self.extra else ''}: {msg}", kwargs
+
+
+def with_client_log(conf: Mapping[str, Any], client: str) -> dict[str, Any]:
+    """``conf`` with librdkafka's messages sent through Python logging (logger
+    ``kafka_mirror.librdkafka``), named by ``client`` (e.g. ``cluster 'A' admin``), instead of
+    librdkafka's own lines on stderr. They reach the logger when the client is polled."""
+    return dict(conf) | {
+        "logger": _ClientLog(logging.getLogger("kafka_mirror.librdkafka"), {"client": client})
+    }

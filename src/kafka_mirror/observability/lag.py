@@ -21,7 +21,7 @@ from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batches import BatchCommitted
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.kafka.clients import consumer_properties
-from kafka_mirror.kafka.librdkafka import librdkafka_config
+from kafka_mirror.kafka.librdkafka import librdkafka_config, with_client_log
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,10 @@ class LagCommitter:
     def _consumer(self, flow: FlowSpec) -> Any:
         consumer = self._consumers.get(flow.name)
         if consumer is None:
-            conf = librdkafka_config(consumer_properties(flow), f"cluster '{flow.source.alias}'")
+            conf = with_client_log(
+                librdkafka_config(consumer_properties(flow), f"cluster '{flow.source.alias}'"),
+                f"flow {flow.name}: lag group",
+            )
             conf.pop("isolation.level", None)
             consumer = Consumer(
                 conf | {"group.id": flow.lag_group_id, "enable.auto.commit": False}
@@ -80,7 +83,9 @@ class LagCommitter:
                     continue
                 self._last[name] = now
                 offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items())]
-                self._consumer(flow).commit(offsets=offsets, asynchronous=False)
+                consumer = self._consumer(flow)
+                consumer.poll(0)  # serves librdkafka's queued log lines (never assigned)
+                consumer.commit(offsets=offsets, asynchronous=False)
                 if self._pending.get(name) is pending:  # kept for a retry if the commit failed
                     del self._pending[name]
 

@@ -243,6 +243,9 @@ class FlowRunner:
                 dropped.forget()
         self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
         self.writers[str(self.query.runId)] = writer
+        if isinstance(writer, BatchWriter):
+            query = self.query
+            writer.query_active = lambda: bool(query.isActive)
         log.info(
             "flow %s: mirroring %d topics, %d partitions (checkpoint %s)",
             self.flow.name,

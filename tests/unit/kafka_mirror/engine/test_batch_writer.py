@@ -68,3 +68,49 @@ def test_py4j_does_not_log_a_refused_batch_as_an_error() -> None:
     assert not all(f.filter(record(StoppingBetweenBatches("flow a->b: stopping before batch 3")))
                    for f in py4j.filters)
     assert all(f.filter(record(RuntimeError("boom"))) for f in py4j.filters)
+
+
+def test_a_refused_batch_waits_for_the_stop_and_is_refused_as_an_interruption(
+    tmp_path: Path,
+) -> None:
+    """While stopping, a batch is refused only once the query is no longer active (Spark's
+    stop under way), with a Java InterruptedException as its cause: Spark then takes the
+    refusal for the stop's interruption and ends the query as stopped, not failed."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from kafka_mirror.engine.batch_writer import StoppingBetweenBatches
+
+    class Interrupted(Exception):
+        pass
+
+    calls: list[str] = []
+
+    class Thread:
+        @staticmethod
+        def currentThread() -> SimpleNamespace:
+            return SimpleNamespace(interrupt=lambda: calls.append("interrupt"))
+
+        @staticmethod
+        def sleep(millis: int) -> None:
+            calls.append("sleep")
+            raise Interrupted("java.lang.InterruptedException: sleep interrupted")
+
+    jvm = SimpleNamespace(java=SimpleNamespace(lang=SimpleNamespace(Thread=Thread)))
+    frame = SimpleNamespace(sparkSession=SimpleNamespace(_jvm=jvm))
+    flow = mm2_from_text(CONFIG).flows[0]
+    writer = BatchWriter(flow, tmp_path, {}, CountingTarget())
+    answers = iter([True, True, False])
+
+    def active() -> bool:
+        calls.append("active?")
+        return next(answers)
+
+    writer.query_active = active
+    writer.stopping.set()
+    with pytest.raises(StoppingBetweenBatches) as refused:
+        writer(frame, 7)
+    assert writer.refused.is_set()
+    assert isinstance(refused.value.__cause__, Interrupted)
+    assert calls == ["active?", "active?", "active?", "interrupt", "sleep"]

@@ -1,0 +1,60 @@
+"""librdkafka's messages go through Python logging, at their level, naming the client: none is
+written past the logging set-up (librdkafka's own ``%3|...|FAIL|...`` lines on stderr)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from kafka_mirror.config.mm2 import mm2_from_text
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import control_producer_config
+
+# nothing listens on port 1 of the loopback: every connection attempt fails at once
+CONFIG = """clusters = A, B
+A.bootstrap.servers = 127.0.0.1:1
+B.bootstrap.servers = 127.0.0.1:1
+A.reconnect.backoff.ms = 50
+A->B.enabled = true
+"""
+
+
+def _failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "kafka_mirror.librdkafka"
+            and "Connection refused" in r.getMessage()]
+
+
+def test_a_producers_connection_failures_are_logged_as_errors_naming_the_client(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+) -> None:
+    cluster = mm2_from_text(CONFIG).clusters["A"]
+    producer = Producer(control_producer_config(cluster))
+    caplog.set_level(logging.DEBUG, "kafka_mirror.librdkafka")
+    deadline = time.monotonic() + 20
+    while not _failures(caplog) and time.monotonic() < deadline:
+        producer.poll(0.2)
+    (first, *_) = _failures(caplog)
+    assert first.levelno == logging.ERROR  # librdkafka's level 3 (LOG_ERR)
+    assert first.getMessage().startswith("cluster 'A' producer: FAIL [rdkafka#producer-")
+    assert "%3|" not in capfd.readouterr().err
+
+
+def test_an_admin_clients_messages_are_served_at_its_next_call(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+) -> None:
+    """An AdminClient serves its log queue only in poll(): ClusterAdmin's client serves it
+    before every call."""
+    caplog.set_level(logging.DEBUG, "kafka_mirror.librdkafka")
+    admin = ClusterAdmin(mm2_from_text(CONFIG).clusters["A"])
+    assert not isinstance(admin.client, AdminClient)  # the serving wrapper
+    deadline = time.monotonic() + 20
+    while not _failures(caplog) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        admin.client.list_topics  # noqa: B018 (an attribute read serves the queue)
+    (first, *_) = _failures(caplog)
+    assert first.getMessage().startswith("cluster 'A' admin: FAIL [rdkafka#producer-")
+    assert "%3|" not in capfd.readouterr().err

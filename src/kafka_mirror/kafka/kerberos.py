@@ -24,14 +24,13 @@ for that case. The Spark side (Java clients) is not affected: each JAAS line log
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Mapping
 from typing import Any
+
+from kafka_mirror.kafka.private_dirs import private_dir
 
 __all__ = ["KerberosLoginError", "keytab_login", "private_ccache"]
 
@@ -53,8 +52,7 @@ def private_ccache() -> str:
         current = os.environ.get("KRB5CCNAME")
         if current:
             return current
-        _private_dir = tempfile.mkdtemp(prefix="kafka-mirror-krb5-")
-        atexit.register(shutil.rmtree, _private_dir, True)
+        _private_dir = str(private_dir("krb5"))
         collection = os.path.join(_private_dir, "ccache")
         os.mkdir(collection, 0o700)
         ccache = f"DIR:{collection}"

@@ -10,12 +10,10 @@ showing a password.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from kafka_mirror.errors import ConfigError
+from kafka_mirror.kafka.private_dirs import private_dir
 
 _WORKDIR: Path | None = None
 
@@ -30,9 +29,7 @@ _WORKDIR: Path | None = None
 def _workdir() -> Path:
     global _WORKDIR
     if _WORKDIR is None:
-        _WORKDIR = Path(tempfile.mkdtemp(prefix="kafka-mirror-tls-"))
-        os.chmod(_WORKDIR, 0o700)
-        atexit.register(shutil.rmtree, _WORKDIR, True)
+        _WORKDIR = private_dir("tls")
     return _WORKDIR
 
 

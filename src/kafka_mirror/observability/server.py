@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -28,6 +30,11 @@ from kafka_mirror.observability.metrics import FlowHealth, MirrorMetrics
 log = logging.getLogger(__name__)
 LIVE_WINDOW_SECONDS = 30.0
 READY_WINDOW_SECONDS = 60.0
+# a connection that sends no complete request within this time is closed
+REQUEST_TIMEOUT_SECONDS = 10.0
+# requests served at once; connections beyond WORKERS + WAITING are closed at once
+WORKERS = 4
+WAITING = 32
 
 
 def flow_ready(health: FlowHealth, now: float) -> bool:
@@ -70,8 +77,12 @@ class MirrorStatus:
         return {"live": self.live(), "ready": ready, "flows": flows}
 
 
-def _handler(metrics: MirrorMetrics, status: MirrorStatus) -> type[BaseHTTPRequestHandler]:
+def _handler(metrics: MirrorMetrics, status: MirrorStatus, request_timeout: float
+             ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        # the socket's timeout (StreamRequestHandler.setup): a silent client is dropped
+        timeout = request_timeout
+
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0].rstrip("/")
             if path == "/metrics":
@@ -100,21 +111,57 @@ def _handler(metrics: MirrorMetrics, status: MirrorStatus) -> type[BaseHTTPReque
     return Handler
 
 
+class _BoundedHTTPServer(HTTPServer):
+    """Requests served by :data:`WORKERS` threads; connections past :data:`WAITING` waiting
+    ones are closed at once (a flood of connections cannot start a thread each)."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        # an IPv6 address (``::``, ``::1``) listens on IPv6
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="metrics-endpoint")
+        self.slots = threading.BoundedSemaphore(WORKERS + WAITING)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            log.debug("metrics endpoint: %d connections open; %s closed", WORKERS + WAITING,
+                      client_address)
+            self.shutdown_request(request)
+            return
+        self.pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("metrics endpoint: request from %s failed", client_address, exc_info=True)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 class MetricsServer:
     """Serves the endpoint from a daemon thread until :meth:`stop`."""
 
     def __init__(self, settings: MetricsSettings, metrics: MirrorMetrics,
-                 status: MirrorStatus) -> None:
+                 status: MirrorStatus, timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
         try:
-            self.httpd = ThreadingHTTPServer(
-                (settings.bind_address, settings.port), _handler(metrics, status)
+            self.httpd = _BoundedHTTPServer(
+                (settings.bind_address, settings.port), _handler(metrics, status, timeout)
             )
-        except OSError as exc:
+        except (OSError, OverflowError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise MirrorError(
                 f"metrics endpoint cannot listen on {settings.bind_address}:{settings.port} "
-                f"(mirror.metrics.port, mirror.metrics.bind.address): {exc.strerror or exc}"
+                f"(mirror.metrics.port, mirror.metrics.bind.address): {reason}"
             ) from None
-        self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-endpoint",
                                        daemon=True)
 
@@ -122,10 +169,15 @@ class MetricsServer:
     def port(self) -> int:
         return int(self.httpd.server_address[1])
 
+    @property
+    def url(self) -> str:
+        host = str(self.httpd.server_address[0])
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
     def start(self) -> MetricsServer:
         self.thread.start()
-        log.info("metrics endpoint on http://%s:%d/metrics (health: /health/live, "
-                 "/health/ready; status: /status)", self.httpd.server_address[0], self.port)
+        log.info("metrics endpoint on %s/metrics (health: /health/live, /health/ready; status: "
+                 "/status)", self.url)
         return self
 
     def stop(self) -> None:

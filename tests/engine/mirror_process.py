@@ -41,10 +41,10 @@ def mm2_properties(
 
 
 # What an operator's log alerting catches: an ERROR line from any logger (the mirror's, Spark's
-# log4j, py4j), a stack trace (Python's or Java's), and librdkafka's own lines written past the
-# logging set-up (``%4|1700000000.123|GETPID|rdkafka#producer-1| ...``)
-_ALARMS = re.compile(r"\bERROR\b|^Traceback \(most recent call last\)|^\s+at [\w$.<>]+\(|"
-                     r"^%\d\|\d+\.\d+\|")
+# log4j, py4j), a stack trace (Python's; Java's, also a thread's uncaught error), and librdkafka's
+# own lines written past the logging set-up (``%4|1700000000.123|GETPID|rdkafka#producer-1| ...``)
+_ALARMS = re.compile(r"\bERROR\b|^Traceback \(most recent call last\)|^Exception in thread |"
+                     r"^\s+at [\w$./<>-]+\(|^%\d\|\d+\.\d+\|")
 
 
 def alarms(log: str) -> list[str]:

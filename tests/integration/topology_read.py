@@ -49,6 +49,8 @@ def main(path: str) -> None:
             for alias, c in config.clusters.items()
         },
         "notices": list(config.notices),
+        # the pairs that write heartbeats (into their target), enabled or not
+        "heartbeats": sorted(f"{h.source.alias}->{h.target.alias}" for h in config.heartbeats),
     }, ensure_ascii=True, sort_keys=True))
 
 

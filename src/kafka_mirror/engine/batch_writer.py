@@ -240,7 +240,14 @@ class BatchWriter:
             thread.currentThread().interrupt()
             thread.sleep(1)  # throws the InterruptedException (and clears the interrupt)
         except Exception as interrupted:
-            raise StoppingBetweenBatches(message) from interrupted
+            # The interruption's first two lines end the text Spark reads, not its whole
+            # traceback: Spark matches the text with a backtracking regular expression whose
+            # recursion grows with the text after the match's start (a Java stack trace there
+            # overflowed the stream thread's stack: StackOverflowError).
+            kind = type(interrupted)
+            first = "\n".join(str(interrupted).strip().splitlines()[:2])
+            raise StoppingBetweenBatches(
+                f"{message}; {kind.__module__}.{kind.__name__}: {first}") from None
         raise StoppingBetweenBatches(message)
 
     def _ends_before(self, moved: list[tuple[str, int]], start: Mapping[tuple[str, int], int]

@@ -83,7 +83,10 @@ def test_a_refused_batch_waits_for_the_stop_and_is_refused_as_an_interruption(
     from kafka_mirror.engine.batch_writer import StoppingBetweenBatches
 
     class Interrupted(Exception):
-        pass
+        """Stands for py4j's error of a Java call that threw (its text: the call, then the
+        Java exception and its stack trace)."""
+
+    Interrupted.__module__, Interrupted.__name__ = "py4j.protocol", "Py4JJavaError"
 
     calls: list[str] = []
 
@@ -95,7 +98,9 @@ def test_a_refused_batch_waits_for_the_stop_and_is_refused_as_an_interruption(
         @staticmethod
         def sleep(millis: int) -> None:
             calls.append("sleep")
-            raise Interrupted("java.lang.InterruptedException: sleep interrupted")
+            raise Interrupted("An error occurred while calling z:java.lang.Thread.sleep.\n"
+                              ": java.lang.InterruptedException: sleep interrupted\n"
+                              + "\tat java.base/java.lang.Thread.sleep(Native Method)\n" * 500)
 
     jvm = SimpleNamespace(java=SimpleNamespace(lang=SimpleNamespace(Thread=Thread)))
     frame = SimpleNamespace(sparkSession=SimpleNamespace(_jvm=jvm))
@@ -109,8 +114,22 @@ def test_a_refused_batch_waits_for_the_stop_and_is_refused_as_an_interruption(
 
     writer.query_active = active
     writer.stopping.set()
+    import re
+    import traceback
+
     with pytest.raises(StoppingBetweenBatches) as refused:
         writer(frame, 7)
     assert writer.refused.is_set()
-    assert isinstance(refused.value.__cause__, Interrupted)
     assert calls == ["active?", "active?", "active?", "interrupt", "sleep"]
+    # what the JVM reads (py4j sends the traceback's text): Spark's PROXY_ERROR expression
+    # (StreamExecution.scala, Spark 4.2.0) finds the interruption, and its match starts near the
+    # end of the text (the expression's recursion grows with the text after the match's start)
+    text = "".join(traceback.format_exception(refused.value))
+    proxy_error = re.compile(r"py4j.protocol.Py4JJavaError: An error occurred while calling"
+                             r"((.|\r\n|\r|\n)*)(java.lang.InterruptedException|"
+                             r"java.io.InterruptedIOException|"
+                             r"java.nio.channels.ClosedByInterruptException)")
+    found = proxy_error.search(text)
+    assert found is not None, text
+    assert len(text) - found.start() < 300, text
+    assert "StoppingBetweenBatches: flow A->B: stopping before batch 7; py4j" in text

@@ -235,6 +235,8 @@ class BatchWriter:
                 break
             time.sleep(0.02)
         message = f"flow {self.flow.name}: stopping before batch {batch_id}"
+        log.info("flow %s: batch %d not written (stopping); it is read again on the next start",
+                 self.flow.name, batch_id)
         thread = frame.sparkSession._jvm.java.lang.Thread
         try:
             thread.currentThread().interrupt()

@@ -84,7 +84,10 @@ def test_a_flood_of_connections_is_bounded_and_the_probes_still_answer(
         silent = [socket.create_connection(("127.0.0.1", server.port), timeout=10)
                   for _ in range(5)]
         try:
-            time.sleep(0.2)  # the server accepted them (no condition to wait on from here)
+            # every slot taken: the server accepted the 5 silent connections
+            wait_for(lambda: not server.httpd.slots.acquire(blocking=False)
+                     or server.httpd.slots.release(), 10, "the silent connections accepted",
+                     interval=0.05)
             with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
                 extra.sendall(b"GET /health/live HTTP/1.0\r\n\r\n")
                 assert extra.recv(1024) == b""  # closed at once: no slot

@@ -197,6 +197,18 @@ def _offsets(admin: Any, topic: str, partitions: Sequence[int]) -> dict[int, int
     return found
 
 
+def _wait_for_records(admin: Any, topic: str, partitions: Sequence[int], timeout: float) -> None:
+    """Wait until each of ``partitions`` of ``topic`` holds a record (the cluster of ``admin``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        offsets = _offsets(admin, topic, partitions)
+        if len(offsets) == len(partitions) and all(v > 0 for v in offsets.values()):
+            return
+        if time.monotonic() > deadline:
+            raise MirrorFailed(f"no records in {topic} {list(partitions)} after {timeout:.0f} s")
+        time.sleep(OFFSET_POLL)
+
+
 def wait_first_records(
     mirrors: Sequence[Mirror],
     admins: dict[str, Any],
@@ -594,8 +606,12 @@ def _topic_change(
             for future in futures.values():
                 future.result(timeout=30)
             del futures
-        changed = time.monotonic()
-        producer.stream("extra", topic, new_parts, EXTRA_RATE, new_phase)
+            changed = time.monotonic()
+            producer.stream("extra", topic, new_parts, EXTRA_RATE, new_phase)
+            # The source probe reads the new partitions once they hold records, as the probes
+            # of the destinations do: assigned (from the beginning) in the instant of their
+            # creation, a probe once received one record less than was produced (CI, stop 34).
+            _wait_for_records(admin, topic, new_parts, limit)
         source_probe.assign(topic, new_parts)
         first = wait_first_records(mirrors, admins, target(topic), new_parts, changed, limit)
         for mirror in mirrors:

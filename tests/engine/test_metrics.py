@@ -210,6 +210,7 @@ def test_prometheus_scrapes_a_running_mirror(
         "heartbeats.replication.enabled = false\n"
         "destination->source.emit.heartbeats.enabled = false\n"
         "emit.checkpoints.interval.seconds = 1\n"
+        "emit.heartbeats.interval.seconds = 1\n"
         "sync.group.offsets.enabled = true\n"
         "sync.group.offsets.interval.seconds = 1\n"
         f"mirror.metrics.port = {port}\n"

@@ -153,6 +153,33 @@ def test_logs_through_the_role_log4j_config(mm2_host):
     assert " INFO " in out
 
 
+def test_logs_bounded(mm2_host):
+    """A supervisord program's log file rotates at mirror_log_max_bytes with mirror_log_backups kept
+    (km-mm2-sv sets both), and the program file, whose environment may carry secrets, is root's
+    alone; a systemd host's journal is bounded by the drop-in of mirror_journald_max_use (km-mm2 sets
+    it), which journald was restarted to read."""
+    host = mm2_host
+    hv = _vars(host)
+    if not _systemd(host):
+        program = host.file(f"/etc/supervisor/conf.d/{SERVICE}.conf")
+        assert (program.user, program.group, program.mode) == ("root", "root", 0o640)
+        lines = program.content_string.splitlines()
+        assert f"stdout_logfile_maxbytes={hv['mirror_log_max_bytes']}" in lines
+        assert f"stdout_logfile_backups={hv['mirror_log_backups']}" in lines
+        return
+    drop_in = host.file("/etc/systemd/journald.conf.d/60-kafka-mirror.conf")
+    if not hv.get("mirror_journald_max_use"):
+        assert not drop_in.exists
+        return
+    assert f"SystemMaxUse={hv['mirror_journald_max_use']}" in drop_in.content_string.splitlines()
+    assert host.service("systemd-journald").is_running
+    # journald (re)started after the drop-in was written (whole seconds, both the host's clock)
+    started = host.check_output(
+        "date -d \"$(systemctl show -p ActiveEnterTimestamp --value systemd-journald)\" +%s")
+    written = host.check_output("stat -c %Y /etc/systemd/journald.conf.d/60-kafka-mirror.conf")
+    assert int(started) >= int(written), (started, written)
+
+
 def test_records_mirrored_with_partitions(mm2_host, read_mirrored):
     """Records produced to chosen partitions of a selected source topic appear on
     <source alias>.<topic> (DefaultReplicationPolicy) in the same partitions; a topic that is not

@@ -177,3 +177,27 @@ def test_client_files_on_workers(host):
     assert f.mode == 0o400 and f.user == "spark" and f.group == "spark"
     # readable by the executors' user
     assert host.run("runuser -u spark -- cat /etc/kafka-mirror/test-binary.keytab").rc == 0
+
+
+def test_executor_logs_rolled_and_work_dirs_cleaned(host):
+    """Bounded logs on a worker: its properties file rolls executor logs by size and keeps the
+    clean-up of stopped applications' directories on; the worker says so when it starts the
+    mirror's executor (Spark's FileAppender logs the rolling it set up for stdout and stderr)."""
+    if "spark_workers" not in _groups(host):
+        pytest.skip("not a Spark worker")
+    hv = host.ansible.get_variables()
+    size = int(hv.get("spark_executor_log_max_bytes", 134217728))
+    props = _properties(host.file("/etc/spark/spark-defaults.conf").content_string)
+    assert props["spark.executor.logs.rolling.strategy"] == "size"
+    assert props["spark.executor.logs.rolling.maxSize"] == str(size)
+    assert props["spark.executor.logs.rolling.maxRetainedFiles"] == str(hv.get("spark_executor_log_max_files", 5))
+    assert props["spark.worker.cleanup.enabled"] == "true"
+    assert int(props["spark.worker.cleanup.appDataTtl"]) > 0
+    log = ""
+    for _ in range(60):
+        log = host.check_output("journalctl -u spark-worker --no-pager -o cat")
+        if log.count(f"with rolling every {size} bytes") >= 2:
+            break
+        time.sleep(2)
+    rolled = [line for line in log.splitlines() if f"with rolling every {size} bytes" in line]
+    assert {line.rsplit("/", 1)[-1].split()[0] for line in rolled} >= {"stdout", "stderr"}, rolled

@@ -38,7 +38,7 @@ from kafka_mirror.observability.latency import (
     TopicLatencyCollector,
 )
 
-FLOW_STATES = ("starting", "running", "retrying", "failed")
+FLOW_STATES = ("starting", "running", "restarting", "retrying", "failed")
 RESTART_REASONS = ("topics_changed", "topic_recreated", "record_size", "failure")
 ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "other")
 PARTITION_LABELS = (*FLOW_LABELS, "topic", "partition")
@@ -51,6 +51,7 @@ class FlowHealth:
     """What readiness and ``kafka-mirror status`` need of one flow."""
 
     state: str = "starting"
+    state_since: float | None = None  # wall clock of the last change of state
     records: int = 0
     bytes: int = 0
     lag: int | None = None
@@ -270,7 +271,8 @@ class MirrorMetrics:
 
     def set_state(self, flow: FlowSpec, state: str) -> None:
         health = self.flow(flow)
-        health.state = state
+        if health.state != state or health.state_since is None:
+            health.state, health.state_since = state, time.time()
         for name in FLOW_STATES:
             self.state.labels(*self.labels(flow), name).set(1 if name == state else 0)
 

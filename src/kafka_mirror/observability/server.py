@@ -3,7 +3,9 @@
 
 - live: the mirror is still starting (connecting, syncing topics, starting Spark), or its main
   loop ran within :data:`LIVE_WINDOW_SECONDS` (its queries are watched and restarted by that
-  loop).
+  loop), or the loop is restarting a flow's query, for at most :data:`RESTART_WINDOW_SECONDS`
+  (the batch being written finishes, what a cut batch left on the target is read back: with many
+  partitions longer than the live window).
 - ready: every flow runs a query and either committed a batch that moved records, or reported an
   idle trigger with nothing left to mirror, within :data:`READY_WINDOW_SECONDS`; a flow stopped
   for good is never ready.
@@ -29,6 +31,7 @@ from kafka_mirror.observability.metrics import FlowHealth, MirrorMetrics
 
 log = logging.getLogger(__name__)
 LIVE_WINDOW_SECONDS = 30.0
+RESTART_WINDOW_SECONDS = 600.0
 READY_WINDOW_SECONDS = 60.0
 # a connection that sends no complete request within this time is closed
 REQUEST_TIMEOUT_SECONDS = 10.0
@@ -61,7 +64,14 @@ class MirrorStatus:
         self.loop_ran = time.monotonic()
 
     def live(self) -> bool:
-        return self.loop_ran is None or time.monotonic() - self.loop_ran <= LIVE_WINDOW_SECONDS
+        if self.loop_ran is None or time.monotonic() - self.loop_ran <= LIVE_WINDOW_SECONDS:
+            return True
+        now = time.time()
+        return any(
+            flow.state == "restarting" and flow.state_since is not None
+            and now - flow.state_since <= RESTART_WINDOW_SECONDS
+            for flow in self.metrics.snapshot().values()
+        )
 
     def report(self) -> dict[str, Any]:
         now = time.time()

@@ -112,6 +112,7 @@ class FlowRunner:
         self.failures = 0
         self.retry_at = 0.0
         self.failed: str | None = None  # why the flow stopped for good
+        self.restarting = False  # a restart (stop, resume planning, start) is under way
         self.target_offsets: JvmEndOffsets | None = None
         # the largest max.message.bytes among the source topics: wanted, and the running
         # query's (its producer's max.request.size follows it)
@@ -178,6 +179,20 @@ class FlowRunner:
         self._restart(spark, assignment, decision.reason)
 
     def _restart(self, spark: Any, assignment: dict[str, int], reason: str | None) -> None:
+        """Stop the running query and start one for ``assignment``; while it is under way (the
+        batch being written finishes, a cut batch's records on the target are found) the flow
+        reports ``restarting``, which the health endpoint tells apart from a stuck mirror."""
+        if reason is None:
+            self._start(spark, assignment, reason)
+            return
+        self.restarting = True
+        self.metrics.set_state(self.flow, "restarting")
+        try:
+            self._start(spark, assignment, reason)
+        finally:
+            self.restarting = False
+
+    def _start(self, spark: Any, assignment: dict[str, int], reason: str | None) -> None:
         self.stop()
         self.assignment = assignment
         self.metrics.set_assignment(self.flow, assignment)
@@ -362,9 +377,12 @@ class FlowRunner:
                     first_line(str(exc)), delay, self.failures)
 
     def phase(self) -> str:
-        """starting, running, retrying (after a failure, with backoff) or failed (for good)."""
+        """starting, running, restarting (a new query under way), retrying (after a failure,
+        with backoff) or failed (for good)."""
         if self.failed is not None:
             return "failed"
+        if self.restarting:
+            return "restarting"
         if self.failures:
             return "retrying"
         return "running" if self.query is not None and self.query.isActive else "starting"

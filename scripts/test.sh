@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One command: set up (with test tools), then run every test of the project:
 #   1. the engine: lint, type-check, JVM unit tests, pytest against real Kafka clusters and Spark
-#   2. the Ansible collection's static checks: ansible-lint (production), ansible-test sanity,
-#      galaxy-importer, unit tests, AWX entry points; at the lowest CPU priority beside 1
-#   3. the collection's modules against real Kafka clusters, and Molecule scenarios on real
-#      systemd hosts (needs root; skipped, with a notice, otherwise) side by side
+#   2. the Ansible collection: ansible-lint (production), ansible-test sanity, galaxy-importer,
+#      unit tests, and its modules against real Kafka clusters
+#   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise),
+#      run side by side with 2
 # Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only. Long suites (fault
 # injection, Molecule) run in a short CI form; KAFKA_MIRROR_FULL=1 runs their full forms.
 set -euo pipefail
@@ -35,32 +35,6 @@ use_quick_start_jvms()  # as every test JVM
 prime(CLASS_DATA_DIR, lowest_priority=False)
 PY
 then :; else echo "note: no class data archive built; the test mirrors start without it"; fi
-# The Ansible collection's static checks (no cluster, no port: lint, sanity, importer, units, awx)
-# run in the background at the lowest CPU priority while the engine tests run: those leave 5-25 %
-# of the 2 CPUs idle (waiting on brokers, Spark and mirrors), which the checks take; the engine
-# tests keep the CPUs they want. Their output is printed after the engine tests. The Ansible venv
-# (with the GSSAPI client the kerberos step needs) is prepared first, so that nothing changes it
-# while the checks and, later, Molecule and the module tests run.
-ANSIBLE_STATIC=(lint sanity importer units awx)
-static_pid=
-if [ "${KAFKA_MIRROR_TESTS:-all}" != engine ]; then
-  . scripts/ansible-venv.sh
-  ansible_venv .venv-ansible "$PWD"
-  scripts/build-gssapi-client.sh --install .venv-ansible | tail -n 2
-  .venv-ansible/bin/python -c 'import gssapi' 2>/dev/null \
-    || .venv-ansible/bin/pip install -q "$(grep -E '^gssapi' requirements-ansible.txt)"
-  static_log=$(mktemp /tmp/kafka-mirror-ansible-static-log.XXXXXX)
-  nice -n 19 scripts/ansible-checks.sh "${ANSIBLE_STATIC[@]}" >"$static_log" 2>&1 &
-  static_pid=$!
-fi
-static_done() {  # wait for the static checks, print their output; their exit code
-  local code=0
-  wait "$static_pid" || code=$?
-  echo "== Ansible static checks (${ANSIBLE_STATIC[*]}), run beside the engine tests: exit $code"
-  cat "$static_log"
-  rm -f "$static_log"
-  return "$code"
-}
 # the Kerberos tests must run here, not skip (the GSSAPI client was installed above); the 25
 # slowest tests are listed at the end (where CI time goes). The tests run in
 # KAFKA_MIRROR_TEST_WORKERS pytest-xdist workers (default 2: most of a test's time is spent
@@ -86,27 +60,32 @@ if [ "$rc" -ne 0 ]; then
     rm -f "$core"
   done
 fi
-if [ -z "$static_pid" ]; then exit "$rc"; fi
-static_rc=0
-static_done || static_rc=$?
 [ "$rc" -eq 0 ] || exit "$rc"
-[ "$static_rc" -eq 0 ] || exit "$static_rc"
+[ "${KAFKA_MIRROR_TESTS:-all}" = engine ] && exit 0
+ANSIBLE_STEPS=(lint sanity importer units awx modules)
 if [ "$(id -u)" -ne 0 ]; then
-  scripts/ansible-checks.sh modules
+  scripts/ansible-checks.sh "${ANSIBLE_STEPS[@]}"
   echo "NOTICE: Molecule scenarios skipped: they need root (network namespaces, systemd-nspawn)"
   exit 0
 fi
-# The module tests run beside Molecule: neither keeps the 2 CPUs busy alone (the modules step
-# ~60 %: brokers starting, playbooks waiting on them); their brokers are on 127.0.0.1 and the
-# Molecule hosts in network namespaces of their own. Their output is printed when Molecule is done.
+# The Ansible checks run beside Molecule: neither keeps the 2 CPUs busy alone (the modules step
+# ~60 %: brokers starting, playbooks waiting on them), the checks' brokers are on 127.0.0.1 and the
+# Molecule hosts in network namespaces of their own. What both use is prepared first (the Ansible
+# venv with the GSSAPI client the kerberos step needs), so neither changes it while the other runs.
+# The checks' output is printed when Molecule is done.
+. scripts/ansible-venv.sh
+ansible_venv .venv-ansible "$PWD"
+scripts/build-gssapi-client.sh --install .venv-ansible | tail -n 2
+.venv-ansible/bin/python -c 'import gssapi' 2>/dev/null \
+  || .venv-ansible/bin/pip install -q "$(grep -E '^gssapi' requirements-ansible.txt)"
 checks_log=$(mktemp /tmp/kafka-mirror-ansible-checks-log.XXXXXX)
-scripts/ansible-checks.sh modules >"$checks_log" 2>&1 &
+scripts/ansible-checks.sh "${ANSIBLE_STEPS[@]}" >"$checks_log" 2>&1 &
 checks=$!
 molecule_rc=0
 scripts/ansible-molecule.sh || molecule_rc=$?
 checks_rc=0
 wait "$checks" || checks_rc=$?
-echo "== Ansible module tests, run beside Molecule: exit $checks_rc"
+echo "== Ansible checks (${ANSIBLE_STEPS[*]}), run beside Molecule: exit $checks_rc"
 cat "$checks_log"
 rm -f "$checks_log"
 [ "$checks_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]

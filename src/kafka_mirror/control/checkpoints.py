@@ -7,7 +7,10 @@ has not read) and written to ``<source>.checkpoints.internal`` on the target, wh
 ``RemoteClusterUtils.translateOffsets`` and ``MirrorClient.remoteConsumerOffsets`` read them.
 With ``sync.group.offsets.enabled`` the translated offsets are also committed on the target for
 groups that are absent or empty there, never moving a partition backwards and never touching a
-group with active members.
+group with active members. A group that left the source (deleted, or no longer selected) is
+forgotten at the next refresh of the groups: no more checkpoints, and it is never committed (so
+never re-created) on the target again, as in MM2, whose checkpoint task syncs only the groups it
+currently has.
 """
 
 from __future__ import annotations
@@ -83,14 +86,16 @@ class GroupCheckpointer:
     """Emits a flow's checkpoints and, when enabled, syncs group offsets on the target."""
 
     def __init__(
-        self, flow: FlowSpec, source: ClusterAdmin, target: ClusterAdmin, ranges: OffsetRanges
+        self, flow: FlowSpec, source: ClusterAdmin, target: ClusterAdmin, ranges: OffsetRanges,
+        writer: InternalTopicWriter | None = None,
     ) -> None:
+        """``writer``: of the checkpoints topic (by default a producer to the target)."""
         self.flow = flow
         self.source = source
         self.target = target
         self.ranges = ranges
         self.topic = flow.policy.checkpoints_topic(flow.source.alias)
-        self.writer = InternalTopicWriter(
+        self.writer = writer or InternalTopicWriter(
             flow.target, self.topic, label=f"flow {flow.name}: checkpoints not written to"
         )
         self.latest: dict[tuple[str, str, int], Checkpoint] = {}
@@ -104,7 +109,18 @@ class GroupCheckpointer:
         self.refresh_groups()
 
     def refresh_groups(self) -> None:
-        self._groups = [g for g in self.source.consumer_groups() if self.flow.should_checkpoint(g)]
+        groups = [g for g in self.source.consumer_groups() if self.flow.should_checkpoint(g)]
+        gone = {key[0] for key in list(self.latest)} - set(groups)
+        if gone:
+            log.info("flow %s: %d groups left cluster %s or the flow's groups (%s): no longer "
+                     "checkpointed, and their offsets on cluster %s no longer synced",
+                     self.flow.name, len(gone), self.flow.source.alias,
+                     ", ".join(sorted(gone)[:10]) + (", ..." if len(gone) > 10 else ""),
+                     self.flow.target.alias)
+            # a new dict: emit() and sync_group_offsets() run in other threads
+            self.latest = {k: v for k, v in list(self.latest.items()) if k[0] not in gone}
+            self._active_logged -= gone
+        self._groups = groups
 
     def emit(self) -> int:
         """One checkpoint round; returns the number of checkpoints written."""

@@ -2,7 +2,8 @@
 # Static checks of the kafka.mirror Ansible collection, from a fresh clone:
 #   1. ansible-lint --profile production
 #   2. ansible-test sanity --local on the built artifact (ansible-galaxy collection build), unpacked
-#   3. galaxy-importer (which runs ansible-lint too) on the built artifact
+#   3. galaxy-importer on the built artifact (without its own ansible-lint run: Galaxy reports that
+#      run's findings as warnings only, and step 1 lints the same content with the production profile)
 # The unit and module tests also run from the built artifact: what ships is what is tested.
 # Creates .venv-ansible from requirements-ansible.txt when missing. Exits non-zero on any failure.
 #   units:   pytest unit tests of module_utils and filters (tests/unit/plugins)
@@ -77,7 +78,7 @@ copy_collection() {
 }
 
 # awx.awx, which kafka.mirror.awx_configure uses (an optional dependency: docs/awx.md), for lint, the
-# importer's lint and the syntax check. Galaxy is not reachable from the test machines; the `ansible`
+# importer and the syntax check. Galaxy is not reachable from the test machines; the `ansible`
 # community package on PyPI ships awx.awx (ansible 12.3.0: awx.awx 24.6.1), so only that collection
 # is taken from its wheel (checked against the sha256 below) into a cache directory, once.
 AWX_ANSIBLE_VERSION=12.3.0
@@ -149,7 +150,7 @@ run_importer() {
 [galaxy-importer]
 LOG_LEVEL_MAIN = INFO
 RUN_ANSIBLE_TEST = False
-RUN_ANSIBLE_LINT = True
+RUN_ANSIBLE_LINT = False
 ANSIBLE_LOCAL_TMP = /tmp/kafka-mirror-importer-tmp
 EOF
   (cd "$WORK" && GALAXY_IMPORTER_CONFIG=$WORK/galaxy-importer.cfg python -m galaxy_importer.main "$tarball") | tee "$WORK/importer.log"

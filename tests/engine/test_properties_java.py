@@ -125,6 +125,17 @@ def test_reference_without_providers_is_no_bootstrap_address() -> None:
     assert config.clusters["A"].client["ssl.key.password"] == "${x:y}"
 
 
+def test_reference_to_a_provider_not_configured_stays_as_kafka_leaves_it(tmp_path: Path) -> None:
+    """With providers configured, a password that holds text like a reference to another one is
+    kept byte for byte (Kafka's ConfigTransformer skips providers it does not have)."""
+    secrets = tmp_path / "s.properties"
+    secrets.write_text("b = a:1\n", encoding="utf-8")
+    config = mm2_from_text(BASE + PROVIDERS + f"A.bootstrap.servers = ${{file:{secrets}:b}}\n"
+                           "A.ssl.key.password = p${vault:/x:y}w ${x:y}\n")
+    assert config.clusters["A"].bootstrap_servers == "a:1"
+    assert config.clusters["A"].client["ssl.key.password"] == "p${vault:/x:y}w ${x:y}"
+
+
 def test_resolved_secrets_are_never_shown(tmp_path: Path) -> None:
     secrets = tmp_path / "s.properties"
     secrets.write_text("factor = not-a-number-SECRET\n", encoding="utf-8")

@@ -117,29 +117,62 @@ public class PropertyReadBack {
 """
 
 
-def test_property_values_read_back_by_java(mirror_host, tmp_path):
-    """A value with backslash, quotes, # = : ! $ { and non-ASCII reaches mm2.properties so that
-    Java's Properties.load() (how Kafka and MirrorMaker 2 read it) gives it back byte for byte."""
+def _java_read_back(host, tmp_path, path, key):
+    """The value of ``key`` in the properties file ``path`` on the host, as Java's Properties.load()
+    (how Kafka, its FileConfigProvider and MirrorMaker 2 read it) gives it back."""
     import shutil
     import subprocess
 
+    if not (tmp_path / "PropertyReadBack.class").exists():
+        source = tmp_path / "PropertyReadBack.java"
+        source.write_text(PROPERTY_READER, encoding="utf-8")
+        javac = shutil.which("javac")
+        assert javac, "the controller needs a JDK (javac) to build the read-back probe"
+        subprocess.run([javac, "--release", "17", "-d", str(tmp_path), str(source)], check=True)
+        host.ansible("copy", f"src={tmp_path / 'PropertyReadBack.class'} dest=/tmp/ mode=0644",
+                     check=False)
+    out = host.check_output(f"java -cp /tmp PropertyReadBack {path} {key}")
+    return bytes.fromhex(out.strip()).decode("utf-8")
+
+
+def test_property_values_read_back_by_java(mirror_host, tmp_path):
+    """A value with backslash, quotes, # = : ! $ { and non-ASCII reaches mm2.properties so that
+    Java's Properties.load() (how Kafka and MirrorMaker 2 read it) gives it back byte for byte."""
     host = mirror_host
     key = "x.kafka-mirror.escape.check"
     custom = _hostvars(host).get("mirror_custom_properties") or {}
     if key not in custom:
         pytest.skip(f"{key} is set in the default scenario only")
-    want = custom[key]
-    source = tmp_path / "PropertyReadBack.java"
-    source.write_text(PROPERTY_READER, encoding="utf-8")
-    javac = shutil.which("javac")
-    assert javac, "the controller needs a JDK (javac) to build the read-back probe"
-    subprocess.run([javac, "--release", "17", "-d", str(tmp_path), str(source)], check=True)
-    host.ansible("copy", f"src={tmp_path / 'PropertyReadBack.class'} dest=/tmp/ mode=0644",
-                 check=False)
-    out = host.check_output(f"java -cp /tmp PropertyReadBack /etc/kafka-mirror/mm2.properties {key}")
-    assert bytes.fromhex(out.strip()) == want.encode("utf-8")
+    assert _java_read_back(host, tmp_path, "/etc/kafka-mirror/mm2.properties", key) == custom[key]
     content = host.file("/etc/kafka-mirror/mm2.properties").content
     assert all(b < 0x80 for b in content), "mm2.properties must be plain ASCII (\\uXXXX escapes)"
+
+
+def test_client_secrets_in_their_own_file(mirror_host, tmp_path):
+    """A client secret (the destination's truststore password in the default scenario) is in
+    mm2-secrets.properties (0600, the service user's), read back byte for byte as Kafka's
+    FileConfigProvider reads it; mm2.properties holds a reference to it through the provider it
+    configures, and no secret. A host without secrets has neither the file nor config.providers.
+    The running mirror resolved it (test_service_running, the mirroring tests): with it, the
+    x.kafka-mirror.escape.check value's ${env:HOME} names a provider not configured and stays."""
+    host = mirror_host
+    hv = _hostvars(host)
+    secret = hv.get("mirror_destination_ssl_truststore_password") or ""
+    conf_path, secrets_path = "/etc/kafka-mirror/mm2.properties", "/etc/kafka-mirror/mm2-secrets.properties"
+    conf = host.file(conf_path).content_string
+    secrets = host.file(secrets_path)
+    if not secret:
+        assert not secrets.exists
+        assert "config.providers" not in conf
+        return
+    key = f"{hv.get('mirror_destination_alias', 'dst')}.ssl.truststore.password"
+    assert (secrets.user, secrets.mode) == (USER, 0o600)
+    assert _java_read_back(host, tmp_path, secrets_path, key) == secret
+    assert _java_read_back(host, tmp_path, conf_path, key) == f"${{kafkamirrorsecrets:{secrets_path}:{key}}}"
+    assert _java_read_back(host, tmp_path, conf_path, "config.providers") == "kafkamirrorsecrets"
+    assert (_java_read_back(host, tmp_path, conf_path, "config.providers.kafkamirrorsecrets.class")
+            == "org.apache.kafka.common.config.provider.FileConfigProvider")
+    assert "s3cr" not in conf
 
 
 def test_binary_file_copied_byte_for_byte(mirror_host):

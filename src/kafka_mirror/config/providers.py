@@ -4,10 +4,11 @@
 
 ``config.providers = file,dir,env`` names them; ``config.providers.<name>.class`` says which class
 each is, and ``config.providers.<name>.param.allowed.paths`` (file, dir) or
-``...param.allowlist.pattern`` (env) restrict them, as in Kafka. Unlike Kafka, which leaves a
-reference it cannot resolve in place (``${file:...}`` would become a bootstrap address), every
-reference must resolve: otherwise the error names the key and the provider. Resolved values may
-be secrets: errors never show them.
+``...param.allowlist.pattern`` (env) restrict them, as in Kafka. Text that names a provider not
+configured stays as it is, as Kafka leaves it (a password may hold ``${x:y}``), except in
+``bootstrap.servers``, where it can never be an address. Unlike Kafka, which also leaves a
+reference to a configured provider in place when it cannot resolve it, such a reference is an
+error that names the key and the provider. Resolved values may be secrets: errors never show them.
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ def resolve_providers(
 
         def substitute(match: re.Match[str], key: str = key) -> str:
             provider, path, name = match.group(1), match.group(2), match.group(3)
+            if provider not in providers.kinds and not key.endswith("bootstrap.servers"):
+                # a provider not configured: Kafka's ConfigTransformer leaves the text as it is
+                return match.group(0)
             return providers.resolve(key, provider, path, name)
 
         new = _REFERENCE.sub(substitute, value)

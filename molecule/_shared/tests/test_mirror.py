@@ -153,8 +153,10 @@ def test_client_secrets_in_their_own_file(mirror_host, tmp_path):
     mm2-secrets.properties (0600, the service user's), read back byte for byte as Kafka's
     FileConfigProvider reads it; mm2.properties holds a reference to it through the provider it
     configures, and no secret. A host without secrets has neither the file nor config.providers.
-    The running mirror resolved it (test_service_running, the mirroring tests): with it, the
-    x.kafka-mirror.escape.check value's ${env:HOME} names a provider not configured and stays."""
+    kafka-mirror resolves it when its check-config validates the file and when it starts (both
+    fail on a reference it cannot resolve), and the escape-check value's ${env:HOME}, naming a
+    provider not configured, stays; stock MirrorMaker 2 starts with the provider configured (an
+    unresolved reference would stay as text there, so its resolution is not shown here)."""
     host = mirror_host
     hv = _hostvars(host)
     secret = hv.get("mirror_destination_ssl_truststore_password") or ""

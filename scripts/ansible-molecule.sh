@@ -9,6 +9,10 @@
 #   form: all five with every step, adding supervisord (the
 #   kafka_mirror engine under supervisord), spark_cluster (a standalone cluster of 2 workers) and
 #   fleet (3 hosts, topology as data, several instances per host, rolling restart).
+# Two runs of this script may be side by side when their scenarios share no host address and no
+# controller-side cluster (scripts/test.sh runs kerberos beside default): the bridge, its blackhole
+# route, the rootfs and the controller's artifacts are shared under locks, and the bridge goes with
+# the last host.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${ANSIBLE_VENV:-$REPO/.venv-ansible}

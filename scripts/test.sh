@@ -3,8 +3,9 @@
 #   1. the engine: lint, type-check, JVM unit tests, pytest against real Kafka clusters and Spark
 #   2. the Ansible collection: ansible-lint (production), ansible-test sanity, galaxy-importer,
 #      unit tests, and its modules against real Kafka clusters
-#   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise),
-#      run side by side with 2
+#   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise)
+# After the engine's tests, two lanes run side by side (neither keeps the 2 CPUs busy alone): the
+# Ansible checks then Molecule's kerberos scenario, beside Molecule's default scenario.
 # Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only. Long suites (fault
 # injection, Molecule) run in a short CI form; KAFKA_MIRROR_FULL=1 runs their full forms.
 set -euo pipefail
@@ -87,25 +88,39 @@ trap - EXIT
 if ! wait "$ansible_prep"; then cat "$ansible_prep_log"; echo "preparing .venv-ansible failed"; exit 1; fi
 cat "$ansible_prep_log"
 rm -f "$ansible_prep_log"
-ANSIBLE_STEPS=(lint sanity importer units awx modules)
+CHECK_STEPS=(lint sanity importer units awx modules)
 if [ "$(id -u)" -ne 0 ]; then
-  scripts/ansible-checks.sh "${ANSIBLE_STEPS[@]}"
+  scripts/ansible-checks.sh "${CHECK_STEPS[@]}"
   echo "NOTICE: Molecule scenarios skipped: they need root (network namespaces, systemd-nspawn)"
   exit 0
 fi
-# The Ansible checks run beside Molecule: neither keeps the 2 CPUs busy alone (the modules step
-# ~60 %: brokers starting, playbooks waiting on them), the checks' brokers are on 127.0.0.1 and the
-# Molecule hosts in network namespaces of their own. What both use was prepared before the engine
-# tests (.venv-ansible), so neither changes it while the other runs. The checks' output is printed
-# when Molecule is done.
-checks_log=$(mktemp /tmp/kafka-mirror-ansible-checks-log.XXXXXX)
-scripts/ansible-checks.sh "${ANSIBLE_STEPS[@]}" >"$checks_log" 2>&1 &
-checks=$!
+# Two lanes side by side, as neither keeps the 2 CPUs busy alone. The CI form: Molecule's default
+# scenario (~70 % busy alone), and the Ansible checks (the modules step ~50 % busy alone: brokers
+# starting, playbooks waiting on them) followed by Molecule's kerberos scenario (~70 %). The
+# modules' brokers are on 127.0.0.1, the KDC and the Kerberized brokers on the bridge address on
+# ports of their own, and each scenario's hosts in network namespaces of their own (the scenarios
+# share the bridge, its blackhole route, the rootfs and the controller's artifacts, each under a
+# lock). The full form runs all five scenarios one after the other beside the checks (kerberos,
+# fleet and spark_cluster share hosts' addresses or the realm). What all use was prepared before
+# the engine tests (.venv-ansible), so none changes it while the others run. The second lane's
+# output is printed when both are done.
+if [ "${KAFKA_MIRROR_FULL:-0}" = 0 ]; then
+  main_lane=(default) second_lane=(kerberos)
+else
+  main_lane=() second_lane=()   # ansible-molecule.sh without names: every scenario, in its order
+fi
+lane_log=$(mktemp /tmp/kafka-mirror-ansible-lane-log.XXXXXX)
+(checks_rc=0 molecule_rc=0
+ scripts/ansible-checks.sh "${CHECK_STEPS[@]}" || checks_rc=$?
+ echo "== Ansible checks (${CHECK_STEPS[*]}): exit $checks_rc"
+ [ ${#second_lane[@]} -eq 0 ] || scripts/ansible-molecule.sh "${second_lane[@]}" || molecule_rc=$?
+ [ "$checks_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]) >"$lane_log" 2>&1 &
+lane=$!
 molecule_rc=0
-scripts/ansible-molecule.sh || molecule_rc=$?
-checks_rc=0
-wait "$checks" || checks_rc=$?
-echo "== Ansible checks (${ANSIBLE_STEPS[*]}), run beside Molecule: exit $checks_rc"
-cat "$checks_log"
-rm -f "$checks_log"
-[ "$checks_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]
+scripts/ansible-molecule.sh "${main_lane[@]}" || molecule_rc=$?
+lane_rc=0
+wait "$lane" || lane_rc=$?
+echo "== the Ansible checks ${second_lane[*]:+and Molecule ${second_lane[*]}}, run beside Molecule: exit $lane_rc"
+cat "$lane_log"
+rm -f "$lane_log"
+[ "$lane_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]

@@ -15,6 +15,10 @@ PY=${PYTHON:-python3}
 KAFKA_VERSION=4.3.1
 JMX_VERSION=${JMX_VERSION:-1.0.1}
 mkdir -p "$A"
+# Scenarios run side by side (the test command runs kerberos beside default): one run of this script
+# at a time, and what a running scenario's hosts may be reading is replaced only when it changed
+exec 9>"$MOL_HOME/.prepare-controller.lock"
+flock 9
 
 if [ ! -d "$REPO/jvm/kafka-dist/target/lib" ] || [ ! -d "$REPO/jvm/spark-connector/target/lib" ]; then
   mvn -q -f "$REPO/jvm/pom.xml" package -DskipTests
@@ -44,12 +48,16 @@ if ! cmp -s "$A/wheelhouse.req" "$A/wheelhouse/.complete"; then
   "$PY" -m pip wheel -q -w "$A/wheelhouse" -r "$A/wheelhouse.req"
   cp "$A/wheelhouse.req" "$A/wheelhouse/.complete"
 fi
-cp -f "$A"/dist/*.whl "$A/wheelhouse/"
+for whl in "$A"/dist/*.whl; do
+  cmp -s "$whl" "$A/wheelhouse/$(basename "$whl")" || cp -f "$whl" "$A/wheelhouse/"
+done
 ls "$A"/wheelhouse/kafka_mirror-*.whl | sort | head -n -1 | xargs -r rm -f
 
 # connector jars
-rm -rf "$A/connector-jars"; mkdir -p "$A/connector-jars"
-cp "$REPO"/jvm/spark-connector/target/lib/*.jar "$A/connector-jars/"
+if ! diff -rq "$REPO/jvm/spark-connector/target/lib" "$A/connector-jars" >/dev/null 2>&1; then
+  rm -rf "$A/connector-jars"; mkdir -p "$A/connector-jars"
+  cp "$REPO"/jvm/spark-connector/target/lib/*.jar "$A/connector-jars/"
+fi
 
 # Kafka distribution tarball (same layout as the Apache release)
 d=kafka_2.13-$KAFKA_VERSION
@@ -64,7 +72,7 @@ fi
 # JMX exporter agent
 jar=$HOME/.m2/repository/io/prometheus/jmx/jmx_prometheus_javaagent/$JMX_VERSION/jmx_prometheus_javaagent-$JMX_VERSION.jar
 [ -f "$jar" ] || mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get -Dartifact=io.prometheus.jmx:jmx_prometheus_javaagent:$JMX_VERSION -Dtransitive=false
-cp -f "$jar" "$A/"
+cmp -s "$jar" "$A/$(basename "$jar")" || cp -f "$jar" "$A/"
 
 # what artifact-server.sh serves: stand-ins for the Apache download site (Kafka tarball, a Spark
 # distribution assembled from the pyspark wheel) and a Maven repository of the connector jars

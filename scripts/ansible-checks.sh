@@ -87,6 +87,10 @@ AWX_ANSIBLE_WHEEL_SHA256=cd156f82fa87f7a899212b0efa9f7ca3a24d609212de9f78428a572
 AWX_COLLECTIONS=${KAFKA_MIRROR_CACHE:-$HOME/.cache/kafka-mirror}/awx-collections
 awx_collection() {
   local dl=$WORK/awx-download
+  # one install at a time (the test command runs two of these scripts side by side)
+  mkdir -p "$(dirname "$AWX_COLLECTIONS")"
+  exec 8>"$AWX_COLLECTIONS.lock"
+  flock 8
   if [ ! -f "$AWX_COLLECTIONS/ansible_collections/awx/awx/MANIFEST.json" ]; then
     echo "== awx.awx from PyPI's ansible package ($AWX_ANSIBLE_WHEEL) into $AWX_COLLECTIONS"
     mkdir -p "$dl"
@@ -102,6 +106,7 @@ with zipfile.ZipFile(sys.argv[1]) as whl:
 PY
     rm -rf "$AWX_COLLECTIONS" && mv "$AWX_COLLECTIONS.part" "$AWX_COLLECTIONS" && rm -rf "$dl"
   fi
+  exec 8>&-
   export ANSIBLE_COLLECTIONS_PATH=$AWX_COLLECTIONS
 }
 

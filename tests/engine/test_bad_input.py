@@ -8,8 +8,6 @@ tests/unit/kafka_mirror/config/test_mm2_properties).
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import os
 import subprocess
 import time
@@ -24,12 +22,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 from mirror_process import CLI, MirrorProcess, end_offsets, mm2_properties
 
+from kafka_mirror_testing.certs import certificate, new_key, pem
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, free_port
 from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.waiting import wait_for
@@ -220,53 +215,18 @@ def test_record_too_large_for_the_destination_stops_the_flow_naming_it(
 
 
 # ------------------------------------------- a destination with an authorizer and TLS listener
-def _key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _cert(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Certificate | None,
-          issuer_key: rsa.RSAPrivateKey) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (
-        x509.CertificateBuilder().subject_name(name)
-        .issuer_name(issuer.subject if issuer else name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None),
-                       critical=True)
-    )
-    if issuer is not None:
-        builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _pem(*items: x509.Certificate | rsa.RSAPrivateKey) -> bytes:
-    out = b""
-    for item in items:
-        if isinstance(item, x509.Certificate):
-            out += item.public_bytes(serialization.Encoding.PEM)
-        else:
-            out += item.private_bytes(serialization.Encoding.PEM,
-                                      serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption())
-    return out
-
-
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalKafkaCluster, Path]]:
     """A cluster with ACLs (everything allowed unless an ACL says otherwise) and a TLS listener
     whose certificate comes from the broker's CA; ``other-ca.pem`` is a CA the broker's
     certificate does not come from."""
     home = tmp_path_factory.mktemp("guarded")
-    ca_key, other_key, broker_key = _key(), _key(), _key()
-    ca = _cert("kafka-mirror broker CA", ca_key, None, ca_key)
-    (home / "broker.pem").write_bytes(_pem(broker_key, _cert("localhost", broker_key, ca, ca_key),
-                                           ca))
-    (home / "other-ca.pem").write_bytes(_pem(_cert("some other CA", other_key, None, other_key)))
+    ca_key, other_key, broker_key = new_key(), new_key(), new_key()
+    ca = certificate("kafka-mirror broker CA", ca_key, None, ca_key)
+    broker = certificate("localhost", broker_key, ca, ca_key)
+    (home / "broker.pem").write_bytes(pem(broker_key, broker, ca))
+    other_ca = certificate("some other CA", other_key, None, other_key)
+    (home / "other-ca.pem").write_bytes(pem(other_ca))
     cluster = LocalKafkaCluster(
         "guarded", home, heap="384m", extra_listeners={"SSL": "SSL"},
         server_overrides={

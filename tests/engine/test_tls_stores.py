@@ -4,23 +4,16 @@ certificates. Certificates are made by the test (a CA, the broker's, the client'
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
 from mirror_process import MirrorProcess, end_offsets
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror_testing.certs import certificate, java_key_stores, keytool, new_key, pem
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.waiting import wait_for
@@ -28,70 +21,22 @@ from kafka_mirror_testing.waiting import wait_for
 PASSWORD = "st0re-pass"
 
 
-def _key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _cert(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Certificate | None,
-          issuer_key: rsa.RSAPrivateKey, ca: bool = False) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer.subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-    )
-    if not ca:
-        builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _pem(*items: object) -> bytes:
-    out = b""
-    for item in items:
-        if isinstance(item, x509.Certificate):
-            out += item.public_bytes(serialization.Encoding.PEM)
-        elif isinstance(item, rsa.RSAPrivateKey):
-            out += item.private_bytes(serialization.Encoding.PEM,
-                                      serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption())
-    return out
-
-
-def _keytool(*args: str) -> None:
-    run = subprocess.run(["keytool", *args], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stdout + run.stderr
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalKafkaCluster, Path]]:
     """A broker whose SSL listener requires client certificates, and the client's stores."""
     home = tmp_path_factory.mktemp("tls")
-    ca_key = _key()
-    ca = _cert("kafka-mirror test CA", ca_key, None, ca_key, ca=True)
-    broker_key, client_key = _key(), _key()
-    broker = _cert("localhost", broker_key, ca, ca_key)
-    client = _cert("mirror-client", client_key, ca, ca_key)
-    (home / "ca.pem").write_bytes(_pem(ca))
-    (home / "broker.pem").write_bytes(_pem(broker_key, broker, ca))
+    ca_key = new_key()
+    ca = certificate("kafka-mirror test CA", ca_key, None, ca_key)
+    broker_key, client_key = new_key(), new_key()
+    broker = certificate("localhost", broker_key, ca, ca_key)
+    client = certificate("mirror-client", client_key, ca, ca_key)
+    (home / "ca.pem").write_bytes(pem(ca))
+    (home / "broker.pem").write_bytes(pem(broker_key, broker, ca))
     # the client's stores as Java users have them
-    encryption = serialization.BestAvailableEncryption(PASSWORD.encode())
-    (home / "client.p12").write_bytes(pkcs12.serialize_key_and_certificates(
-        b"client", client_key, client, [ca], encryption))
-    _keytool("-importkeystore", "-noprompt", "-srckeystore", str(home / "client.p12"),
-             "-srcstoretype", "PKCS12", "-srcstorepass", PASSWORD,
-             "-destkeystore", str(home / "client.jks"), "-deststoretype", "JKS",
-             "-deststorepass", PASSWORD)
+    java_key_stores(home, "client", client_key, client, [ca], PASSWORD)
     for kind, name in (("JKS", "truststore.jks"), ("PKCS12", "truststore.p12")):
-        _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(home / "ca.pem"),
-                 "-keystore", str(home / name), "-storetype", kind, "-storepass", PASSWORD)
+        keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(home / "ca.pem"),
+                "-keystore", str(home / name), "-storetype", kind, "-storepass", PASSWORD)
     cluster = LocalKafkaCluster(
         "tls", home, heap="384m", extra_listeners={"SSL": "SSL"},
         server_overrides={

@@ -9,14 +9,18 @@ Usage: <engine venv>/bin/python topology_read.py FILE
        <engine venv>/bin/python topology_read.py --client FILE   (a MirrorMaker 1 style client file)
 """
 
+import base64
 import json
+import os
 import sys
 from pathlib import Path
 
 from kafka_mirror.config.mm2 import load_mm2
+from kafka_mirror.config.model import MetricsSettings
 from kafka_mirror.config.properties import load_properties
 from kafka_mirror.kafka.clients import admin_properties
 from kafka_mirror.kafka.librdkafka import librdkafka_config
+from kafka_mirror.observability.endpoint_security import BasicAuthCheck
 
 
 def main(path: str) -> None:
@@ -51,7 +55,27 @@ def main(path: str) -> None:
         "notices": list(config.notices),
         # the pairs that write heartbeats (into their target), enabled or not
         "heartbeats": sorted(f"{h.source.alias}->{h.target.alias}" for h in config.heartbeats),
+        "metrics": metrics(config.metrics),
     }, ensure_ascii=True, sort_keys=True))
+
+
+def metrics(settings: MetricsSettings | None) -> dict[str, object] | None:
+    """The endpoint's settings; with TOPOLOGY_METRICS_PASSWORD in the environment, whether the
+    engine's basic authentication accepts that password."""
+    if settings is None:
+        return None
+    auth, tls = settings.basic_auth, settings.tls
+    password = os.environ.get("TOPOLOGY_METRICS_PASSWORD")
+    header = None if password is None or auth is None else "Basic " + base64.b64encode(
+        f"{auth.username}:{password}".encode()).decode()
+    return {
+        "scheme": settings.scheme,
+        "username": None if auth is None else auth.username,
+        "accepts": None if header is None or auth is None else BasicAuthCheck(auth).accepts(header),
+        "keystore": None if tls is None else tls.keystore_location,
+        "keystore_type": None if tls is None else tls.keystore_type,
+        "keystore_password_given": None if tls is None else bool(tls.keystore_password),
+    }
 
 
 def client(path: str) -> None:

@@ -265,13 +265,32 @@ def _metrics_port(host):
     return int(hv.get("mirror_metrics_port", 9405))
 
 
-def _get(url, timeout=5):
-    """(status, body) of a GET from the controller; status 0 when nothing answers."""
+def _endpoint_access(host):
+    """How the host's metrics endpoint is read: (scheme, basic auth (user, password) or None)."""
+    hv = _hostvars(host)
+    scheme = "https" if hv.get("mirror_metrics_tls_keystore_src") else "http"
+    user = hv.get("mirror_metrics_basic_auth_username")
+    return scheme, ((user, hv.get("mirror_metrics_basic_auth_password", "")) if user else None)
+
+
+def _get(url, timeout=5, auth=None):
+    """(status, body) of a GET from the controller; status 0 when nothing answers. HTTPS is checked
+    against the Molecule test CA (molecule/default/prepare.yml); ``auth`` is (user, password)."""
+    import base64
+    import ssl
     import urllib.error
     import urllib.request
 
+    request = urllib.request.Request(url)
+    if auth:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    context = None
+    if url.startswith("https:"):
+        mol_home = os.environ.get("MOL_HOME") or "/tmp/kafka-mirror-molecule"
+        context = ssl.create_default_context(cafile=os.path.join(mol_home, "metrics-tls", "ca.pem"))
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -302,13 +321,28 @@ def test_metrics_endpoint_on_the_host(mirror_host):
     assert f"mirror.metrics.port={port}" in conf
     assert "mirror.metrics.bind.address=0.0.0.0" in conf
     assert port != 9404
+    scheme, auth = _endpoint_access(host)
+    curl = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"]
+    if scheme == "https":  # the endpoint's certificate, checked against the test CA on the host
+        curl += ["--cacert", "/etc/ssl/kafka-mirror-molecule-ca.pem"]
+        # no password in mm2.properties: only its salted hash (and the key store's in the secrets file)
+        assert "mirror.metrics.basic.auth.password.hash=" in "\n".join(conf)
+        assert auth[1] not in "\n".join(conf)
+        plain = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/health/live")
+        assert plain.stdout in ("000", ""), plain.stdout  # plain HTTP gets no answer
+    live = f"{scheme}://127.0.0.1:{port}/health/live"
+    if auth:
+        denied = host.run(" ".join(shlex.quote(a) for a in [*curl, live])).stdout
     status = ""
     for _ in range(60):
-        status = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/health/live").stdout
+        status = host.run(" ".join(shlex.quote(a) for a in
+                                   [*curl, *(["-u", f"{auth[0]}:{auth[1]}"] if auth else []), live])).stdout
         if status == "200":
             break
         time.sleep(2)
     assert status == "200"
+    if auth:
+        assert denied == "401", denied
     assert host.socket(f"tcp://0.0.0.0:{port}").is_listening
 
 
@@ -344,11 +378,15 @@ def test_metrics_scraped_from_the_controller(mirror_host, tmp_path):
     assert p.flush(30) == 0
     target = mine[0]["targets"][0]
     src, dst = _aliases(host)
+    scheme, auth = _endpoint_access(host)
+    if auth:  # every path needs the login, the probes too
+        assert _get(f"{scheme}://{target}/health/ready")[0] == 401
+        assert _get(f"{scheme}://{target}/metrics", auth=(auth[0], "wrong"))[0] == 401
     totals, ready = {}, (0, "")
     for _ in range(90):
-        status, text = _get(f"http://{target}/metrics")
+        status, text = _get(f"{scheme}://{target}/metrics", auth=auth)
         totals = _records_total(text) if status == 200 else {}
-        ready = _get(f"http://{target}/health/ready")
+        ready = _get(f"{scheme}://{target}/health/ready", auth=auth)
         if totals.get(f"{src}->{dst}", 0) > 0 and ready[0] == 200:
             break
         time.sleep(2)

@@ -66,7 +66,8 @@ def test_rolling_restart_waits_for_the_mirror_and_loses_nothing(host, read_mirro
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     if hv.get("mirror_metrics_enabled", True):
         port = hv.get("mirror_metrics_port", 9405)
-        assert f"ready: http://127.0.0.1:{port}/health/ready answered 200" in run.stdout, run.stdout[-3000:]
+        scheme = "https" if hv.get("mirror_metrics_tls_keystore_src") else "http"
+        assert f"ready: {scheme}://127.0.0.1:{port}/health/ready answered 200" in run.stdout, run.stdout[-3000:]
     else:
         assert "new positions committed" in run.stdout, run.stdout[-3000:]
     assert _main_pid(host) != pid_before

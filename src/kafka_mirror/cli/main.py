@@ -7,6 +7,7 @@ import contextlib
 import faulthandler
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -106,8 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the mm2.properties the mirror runs (for mirror.metrics.port)")
     status.add_argument("--url", default=None,
                         help="the mirror's status URL (default from the config: "
-                        "http://127.0.0.1:<mirror.metrics.port>/status)")
+                        "http(s)://127.0.0.1:<mirror.metrics.port>/status)")
     status.add_argument("--json", action="store_true", help="the mirror's JSON document")
+    status.add_argument("--user", default=None,
+                        help="user of the endpoint's basic authentication "
+                        "(mirror.metrics.basic.auth.username); the password is read from "
+                        "$KAFKA_MIRROR_METRICS_PASSWORD")
+    status.add_argument("--cacert", default=None,
+                        help="PEM file of the certificate authority that signed an HTTPS "
+                        "endpoint's certificate (mirror.metrics.ssl.*)")
     return parser
 
 
@@ -312,9 +320,21 @@ def _describe_config(config: MirrorConfig, label: str) -> None:
         print(f"heartbeats also for pairs that mirror nothing (as MirrorMaker 2 does): "
               f"{', '.join(others)}")
     if config.metrics is not None:
-        where = f"{config.metrics.bind_address}:{config.metrics.port}"
-        print(f"metrics endpoint: http://{where}/metrics (health: /health/live, "
-              "/health/ready; status: /status)")
+        metrics = config.metrics
+        where = f"{metrics.bind_address}:{metrics.port}"
+        access = []
+        if metrics.tls is not None:
+            # the key store must serve: a wrong password or a store without a key is named here
+            from kafka_mirror.observability.endpoint_security import server_context
+
+            server_context(metrics.tls, label)
+            access.append(f"its key and certificate from {metrics.tls.keystore_location} "
+                          f"({metrics.tls.keystore_type})")
+        if metrics.basic_auth is not None:
+            access.append(f"basic authentication of user {metrics.basic_auth.username} "
+                          f"({metrics.basic_auth.algorithm} hash)")
+        print(f"metrics endpoint: {metrics.scheme}://{where}/metrics (health: /health/live, "
+              "/health/ready; status: /status)" + (f"; {', '.join(access)}" if access else ""))
     if config.class_data_sharing:
         data_dir = config.class_data_dir or "<state-dir>/class-data"
         print(f"Spark driver class data: {data_dir} (a restart maps the classes the last run "
@@ -335,12 +355,13 @@ def _check_config(path: Path) -> int:
 
 
 def _status(ns: argparse.Namespace) -> int:
-    from kafka_mirror.cli.status import fetch_status, render, status_url
+    from kafka_mirror.cli.status import PASSWORD_ENV, fetch_status, render, status_url
 
     if ns.url is None and ns.config is None:
         raise ConfigError("give the mirror's mm2.properties or --url")
     url = ns.url or status_url(load_mm2(ns.config), str(ns.config))
-    document = fetch_status(url)
+    document = fetch_status(url, user=ns.user, password=os.environ.get(PASSWORD_ENV, ""),
+                            cafile=ns.cacert)
     print(json.dumps(document, indent=1, sort_keys=True) if ns.json else render(document))
     return 0 if document.get("ready") else 1
 

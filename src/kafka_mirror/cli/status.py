@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -23,14 +25,32 @@ def status_url(config: MirrorConfig, origin: str) -> str:
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{config.metrics.port}/status"
+    return f"{config.metrics.scheme}://{host}:{config.metrics.port}/status"
 
 
-def fetch_status(url: str, timeout: float = 5.0) -> dict[str, Any]:
+# the password of ``status --user``: from the environment, never from the command line
+PASSWORD_ENV = "KAFKA_MIRROR_METRICS_PASSWORD"
+
+
+def fetch_status(url: str, timeout: float = 5.0, user: str | None = None,
+                 password: str = "", cafile: str | None = None) -> dict[str, Any]:
+    """The mirror's ``/status`` document; ``user`` and ``password`` for its basic
+    authentication, ``cafile`` (PEM) for an HTTPS endpoint whose certificate the system's
+    certificate authorities do not sign."""
+    request = urllib.request.Request(url)
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    context = ssl.create_default_context(cafile=cafile) if url.startswith("https:") else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
             body = answer.read()
     except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise MirrorError(
+                f"{url} needs the user and password of mirror.metrics.basic.auth: --user NAME, "
+                f"the password in {PASSWORD_ENV}" + (" (not accepted)" if user else "")
+            ) from None
         body = exc.read()
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)

@@ -9,7 +9,13 @@ from kafka_mirror.config import keys
 from kafka_mirror.mm2.policy import POLICY_CLASSES
 
 ENGINE_KEYS = frozenset({"mirror.state.dir", "mirror.metrics.port", "mirror.metrics.bind.address",
-                         "mirror.class.data.sharing", "mirror.class.data.dir"})
+                         "mirror.class.data.sharing", "mirror.class.data.dir",
+                         *(f"mirror.metrics.basic.auth.{k}" for k in (
+                             "username", "password.hash", "salt", "algorithm", "iterations",
+                             "key.length")),
+                         *(f"mirror.metrics.ssl.{k}" for k in (
+                             "keystore.location", "keystore.type", "keystore.password",
+                             "key.password"))})
 _PASSED_ON = ("spark.", "config.providers")
 
 

@@ -22,7 +22,9 @@ from kafka_mirror.config.model import (
     ClusterSpec,
     FlowSpec,
     HeartbeatSpec,
+    MetricsBasicAuth,
     MetricsSettings,
+    MetricsTls,
     MirrorConfig,
 )
 from kafka_mirror.config.properties import parse_properties, read_properties_file
@@ -170,7 +172,64 @@ def metrics_settings(values: Values) -> MetricsSettings | None:
     port = values.integer("mirror.metrics.port", 0, 1)
     if port > 65535:
         raise values.error("mirror.metrics.port", "expected a TCP port, 1 to 65535")
-    return MetricsSettings(port, values.text("mirror.metrics.bind.address", "0.0.0.0"))
+    return MetricsSettings(port, values.text("mirror.metrics.bind.address", "0.0.0.0"),
+                           _metrics_basic_auth(values), _metrics_tls(values))
+
+
+# the JMX exporter's algorithms (its httpServer.authentication.basic.algorithm)
+METRICS_AUTH_DIGESTS = ("SHA-1", "SHA-256", "SHA-512")
+METRICS_AUTH_PBKDF2 = ("PBKDF2WithHmacSHA1", "PBKDF2WithHmacSHA256", "PBKDF2WithHmacSHA512")
+_AUTH = "mirror.metrics.basic.auth."
+_TLS = "mirror.metrics.ssl."
+
+
+def _switched_on(values: Values, prefix: str, switch: str, what: str) -> bool:
+    """Whether ``prefix + switch`` is set; another key of ``prefix`` without it is an error
+    naming that key (not its value: it may be a secret)."""
+    if values.text(prefix + switch, ""):
+        return True
+    given = sorted(k for k in values.props if k.startswith(prefix))
+    if given:
+        raise ConfigError(f"needs {prefix}{switch} ({what} is off without it)",
+                          source=values.source, key=given[0])
+    return False
+
+
+def _metrics_basic_auth(values: Values) -> MetricsBasicAuth | None:
+    """``mirror.metrics.basic.auth.*``: on when the user name is set."""
+    username = values.text(_AUTH + "username", "")
+    if not _switched_on(values, _AUTH, "username", "basic authentication"):
+        return None
+    password_hash = values.text(_AUTH + "password.hash", "").lower()
+    if not password_hash:
+        raise values.error(_AUTH + "username", f"needs {_AUTH}password.hash (the hex hash of "
+                                               "the password, never the password)")
+    if not re.fullmatch(r"[0-9a-f]+", password_hash):
+        raise values.error(_AUTH + "password.hash", "expected hexadecimal digits")
+    algorithm = values.text(_AUTH + "algorithm", "SHA-256")
+    if algorithm not in METRICS_AUTH_DIGESTS + METRICS_AUTH_PBKDF2:
+        raise values.error(_AUTH + "algorithm", "expected one of "
+                           + ", ".join(METRICS_AUTH_DIGESTS + METRICS_AUTH_PBKDF2))
+    iterations = 0
+    if algorithm in METRICS_AUTH_PBKDF2:
+        if _AUTH + "iterations" not in values.props:
+            raise values.error(_AUTH + "algorithm", f"{algorithm} needs {_AUTH}iterations")
+        iterations = values.integer(_AUTH + "iterations", 0, 1)
+    key_length = values.integer(_AUTH + "key.length", 128, 8)
+    salt = values.props.get(_AUTH + "salt", "")
+    return MetricsBasicAuth(username, password_hash, salt, algorithm, iterations, key_length)
+
+
+def _metrics_tls(values: Values) -> MetricsTls | None:
+    """``mirror.metrics.ssl.*``: HTTPS when a key store is given."""
+    location = values.text(_TLS + "keystore.location", "")
+    if not _switched_on(values, _TLS, "keystore.location", "HTTPS"):
+        return None
+    kind = values.text(_TLS + "keystore.type", "JKS").upper()
+    if kind not in ("JKS", "PKCS12", "PEM"):
+        raise values.error(_TLS + "keystore.type", "expected JKS, PKCS12 or PEM")
+    return MetricsTls(location, kind, values.props.get(_TLS + "keystore.password", ""),
+                      values.props.get(_TLS + "key.password"))
 
 
 def _heartbeats(

@@ -136,11 +136,45 @@ class FlowSpec:
 
 
 @dataclass(frozen=True)
+class MetricsBasicAuth:
+    """HTTP basic authentication of the metrics endpoint (``mirror.metrics.basic.auth.*``): the
+    password is known only by its salted hash, in the JMX exporter's forms: ``SHA-1``,
+    ``SHA-256``, ``SHA-512`` (the hex digest of ``<salt>:<password>``) or
+    ``PBKDF2WithHmacSHA1/256/512`` (the hex of the derived key of ``key_length`` bits)."""
+
+    username: str
+    password_hash: str
+    salt: str
+    algorithm: str = "SHA-256"
+    iterations: int = 0
+    key_length: int = 128
+
+
+@dataclass(frozen=True)
+class MetricsTls:
+    """HTTPS of the metrics endpoint (``mirror.metrics.ssl.*``): the key and certificate (chain)
+    from a key store as Kafka's listeners take it: JKS, PKCS12 or PEM (key and certificates in
+    one file)."""
+
+    keystore_location: str
+    keystore_type: str = "JKS"
+    keystore_password: str = field(default="", repr=False)
+    key_password: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
 class MetricsSettings:
-    """The metrics endpoint: ``mirror.metrics.port``, ``mirror.metrics.bind.address``."""
+    """The metrics endpoint: ``mirror.metrics.port``, ``mirror.metrics.bind.address``, and who
+    may read it over what (``mirror.metrics.basic.auth.*``, ``mirror.metrics.ssl.*``)."""
 
     port: int
     bind_address: str = "0.0.0.0"
+    basic_auth: MetricsBasicAuth | None = None
+    tls: MetricsTls | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
 
 
 @dataclass(frozen=True)

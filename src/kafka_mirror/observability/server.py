@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from kafka_mirror.config.model import MetricsSettings
 from kafka_mirror.errors import MirrorError
+from kafka_mirror.observability.endpoint_security import REALM, BasicAuthCheck, server_context
 from kafka_mirror.observability.metrics import FlowHealth, MirrorMetrics
 
 log = logging.getLogger(__name__)
@@ -87,13 +89,20 @@ class MirrorStatus:
         return {"live": self.live(), "ready": ready, "flows": flows}
 
 
-def _handler(metrics: MirrorMetrics, status: MirrorStatus, request_timeout: float
-             ) -> type[BaseHTTPRequestHandler]:
+def _handler(metrics: MirrorMetrics, status: MirrorStatus, request_timeout: float,
+             auth: BasicAuthCheck | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         # the socket's timeout (StreamRequestHandler.setup): a silent client is dropped
         timeout = request_timeout
 
         def do_GET(self) -> None:
+            # every path, the probes too (as the JMX exporter and Prometheus' exporters do)
+            if auth is not None and not auth.accepts(self.headers.get("Authorization")):
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             path = self.path.split("?", 1)[0].rstrip("/")
             if path == "/metrics":
                 self._send(200, generate_latest(metrics.registry), CONTENT_TYPE_LATEST)
@@ -125,11 +134,14 @@ class _BoundedHTTPServer(HTTPServer):
     """Requests served by :data:`WORKERS` threads; connections past :data:`WAITING` waiting
     ones are closed at once (a flood of connections cannot start a thread each)."""
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 tls: ssl.SSLContext | None = None, handshake_timeout: float = 10.0) -> None:
         # an IPv6 address (``::``, ``::1``) listens on IPv6
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="metrics-endpoint")
         self.slots = threading.BoundedSemaphore(WORKERS + WAITING)
+        self.tls = tls
+        self.handshake_timeout = handshake_timeout
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -142,6 +154,11 @@ class _BoundedHTTPServer(HTTPServer):
 
     def _serve(self, request: Any, client_address: Any) -> None:
         try:
+            if self.tls is not None:
+                # the handshake in this worker, not in the accepting thread: a client that
+                # stalls it holds one worker for the request timeout, never the endpoint
+                request.settimeout(self.handshake_timeout)
+                request = self.tls.wrap_socket(request, server_side=True)
             self.finish_request(request, client_address)
         except Exception:
             self.handle_error(request, client_address)
@@ -161,10 +178,15 @@ class MetricsServer:
     """Serves the endpoint from a daemon thread until :meth:`stop`."""
 
     def __init__(self, settings: MetricsSettings, metrics: MirrorMetrics,
-                 status: MirrorStatus, timeout: float = REQUEST_TIMEOUT_SECONDS) -> None:
+                 status: MirrorStatus, timeout: float = REQUEST_TIMEOUT_SECONDS,
+                 origin: str = "mm2.properties") -> None:
+        self.scheme = settings.scheme
+        tls = None if settings.tls is None else server_context(settings.tls, origin)
+        auth = None if settings.basic_auth is None else BasicAuthCheck(settings.basic_auth)
         try:
             self.httpd = _BoundedHTTPServer(
-                (settings.bind_address, settings.port), _handler(metrics, status, timeout)
+                (settings.bind_address, settings.port), _handler(metrics, status, timeout, auth),
+                tls, timeout,
             )
         except (OSError, OverflowError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
@@ -182,7 +204,7 @@ class MetricsServer:
     @property
     def url(self) -> str:
         host = str(self.httpd.server_address[0])
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        return f"{self.scheme}://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     def start(self) -> MetricsServer:
         self.thread.start()

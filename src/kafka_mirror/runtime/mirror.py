@@ -90,7 +90,7 @@ class Mirror:
             teardown = Teardown.on(stack)
             if self.config.metrics is not None and self.status is not None:
                 server = MetricsServer(self.config.metrics, self.status.metrics,
-                                       self.status).start()
+                                       self.status, origin=self.config.origin).start()
                 teardown.server.add("metrics server", server.stop)
             self._run(stop, teardown)
 

@@ -150,7 +150,7 @@ class FakeControl:
 class FakeServer:
     log: Log
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def start(self) -> FakeServer:

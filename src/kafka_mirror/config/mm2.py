@@ -216,6 +216,8 @@ def _metrics_basic_auth(values: Values) -> MetricsBasicAuth | None:
             raise values.error(_AUTH + "algorithm", f"{algorithm} needs {_AUTH}iterations")
         iterations = values.integer(_AUTH + "iterations", 0, 1)
     key_length = values.integer(_AUTH + "key.length", 128, 8)
+    if key_length % 8:
+        raise values.error(_AUTH + "key.length", "expected a number of bits divisible by 8")
     salt = values.props.get(_AUTH + "salt", "")
     return MetricsBasicAuth(username, password_hash, salt, algorithm, iterations, key_length)
 

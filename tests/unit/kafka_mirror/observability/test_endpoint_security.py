@@ -68,6 +68,9 @@ def test_keys_read_from_mm2_properties() -> None:
     ("mirror.metrics.basic.auth.username = p\nmirror.metrics.basic.auth.password.hash = ab\n"
      "mirror.metrics.basic.auth.algorithm = PBKDF2WithHmacSHA256\n",
      r"PBKDF2WithHmacSHA256 needs mirror\.metrics\.basic\.auth\.iterations"),
+    ("mirror.metrics.basic.auth.username = p\nmirror.metrics.basic.auth.password.hash = ab\n"
+     "mirror.metrics.basic.auth.key.length = 100\n",
+     r"value '100': expected a number of bits divisible by 8"),
     ("mirror.metrics.ssl.keystore.password = hidden\n",
      r"key 'mirror\.metrics\.ssl\.keystore\.password'.*needs mirror\.metrics\.ssl\.keystore"
      r"\.location"),

@@ -102,10 +102,18 @@ def test_executors_run_from_the_distribution(host):
 
 
 def _spark_auth(host):
+    """The host's variables when Spark authentication applies to it: on by default (the spark
+    role's spark_authenticate) wherever the inventory has a standalone master."""
     hv = host.ansible.get_variables()
-    if not hv.get("spark_authenticate"):
+    if not hv.get("spark_authenticate", True):
         pytest.skip("spark_authenticate is off")
+    if not hv["groups"].get("spark_master"):
+        pytest.skip("no Spark standalone cluster in the inventory")
     return hv
+
+
+def _standalone_driver(hv):
+    return str(hv.get("mirror_spark_master", "")).startswith("spark://")
 
 
 def _properties(text):
@@ -123,7 +131,7 @@ def test_spark_authentication_secret(host):
     read through SPARK_CONF_DIR: never on a command line. That the workers and the driver hold the
     master's secret is shown by test_master_sees_workers_and_mirror_app (with authentication on,
     a worker or a driver with another secret cannot register)."""
-    _spark_auth(host)
+    hv = _spark_auth(host)
     groups = set(_groups(host))
     secret = None
     if "spark_master" in groups:
@@ -141,7 +149,7 @@ def test_spark_authentication_secret(host):
         daemon = "spark-master" if "spark_master" in groups else "spark-worker"
         log = host.check_output(f"journalctl -u {daemon} --no-pager -o cat")
         assert "SecurityManager: authentication enabled" in log
-    if "mirror" in groups:
+    if "mirror" in groups and _standalone_driver(hv):
         conf = host.file("/etc/kafka-mirror/spark/spark-defaults.conf")
         assert conf.user == "kafka-mirror" and conf.mode == 0o600
         assert 'SPARK_CONF_DIR="/etc/kafka-mirror/spark"' in host.file("/etc/kafka-mirror/kafka-mirror.env").content_string
@@ -156,6 +164,25 @@ def test_spark_authentication_secret(host):
     # the secret is on no command line of this host
     s = values[0]["spark.authenticate.secret"]
     assert s not in host.check_output("ps -e -ww -o args")
+
+
+def test_no_spark_secret_in_local_mode(host):
+    """Spark authentication is on by default, but a mirror in Spark's local mode has no daemon to
+    authenticate to: no secret is generated or written for it, and its driver gets no
+    spark.authenticate (nor RPC encryption, which needs it)."""
+    hv = host.ansible.get_variables()
+    engine = hv.get("mirror_engine", "kafka_mirror")
+    if "mirror" not in hv["group_names"] or engine != "kafka_mirror":
+        pytest.skip("not a kafka_mirror engine host")
+    if hv["groups"].get("spark_master") or _standalone_driver(hv):
+        pytest.skip("a Spark standalone cluster is in the inventory")
+    assert not host.file("/etc/spark/authenticate.secret").exists
+    conf = host.file("/etc/kafka-mirror/spark/spark-defaults.conf")
+    if conf.exists:
+        props = _properties(conf.content_string)
+        assert "spark.authenticate" not in props and "spark.network.crypto.enabled" not in props
+    env = host.file("/etc/kafka-mirror/kafka-mirror.env")
+    assert not env.exists or "spark.authenticate" not in env.content_string
 
 
 def test_client_files_on_workers(host):

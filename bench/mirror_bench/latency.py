@@ -30,14 +30,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewPartitions, OffsetSpec
+from confluent_kafka.admin import NewPartitions
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2
 
 from . import class_data, km_driver, mm2_driver
-from .clusters import admin_client, start_clusters, stop_clusters
+from .clusters import (
+    SourceLedger,
+    admin_client,
+    present_end_offsets,
+    start_clusters,
+    stop_clusters,
+)
 from .common import (
     CONSUMER_TUNING,
     KM_REALTIME,
@@ -170,38 +175,11 @@ class Mirror:
     results: dict[str, Any] = field(default_factory=dict)
 
 
-def _offsets(admin: Any, topic: str, partitions: Sequence[int]) -> dict[int, int]:
-    """End offsets of the partitions that exist (missing topic or partition: left out).
-
-    The metadata request first is needed: librdkafka's admin client remembers that a topic did
-    not exist, and ``list_offsets`` alone keeps failing after it was created."""
-    try:
-        metadata = admin.list_topics(topic, timeout=5.0).topics.get(topic)
-    except Exception:
-        return {}
-    if metadata is None or metadata.error is not None:
-        return {}
-    present = [p for p in partitions if p in metadata.partitions]
-    if not present:
-        return {}
-    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    futures = admin.list_offsets(
-        {TopicPartition(topic, p): latest for p in present}, request_timeout=5.0
-    )
-    found: dict[int, int] = {}
-    for tp, future in futures.items():
-        try:
-            found[tp.partition] = future.result().offset
-        except Exception:
-            continue
-    return found
-
-
 def _wait_for_records(admin: Any, topic: str, partitions: Sequence[int], timeout: float) -> None:
     """Wait until each of ``partitions`` of ``topic`` holds a record (the cluster of ``admin``)."""
     deadline = time.monotonic() + timeout
     while True:
-        offsets = _offsets(admin, topic, partitions)
+        offsets = present_end_offsets(admin, topic, partitions)
         if len(offsets) == len(partitions) and all(v > 0 for v in offsets.values()):
             return
         if time.monotonic() > deadline:
@@ -223,7 +201,7 @@ def wait_first_records(
     found: dict[str, float | None] = {m.label: None for m in mirrors}
     while waiting and time.monotonic() - since < timeout:
         for label, mirror in list(waiting.items()):
-            offsets = _offsets(admins[label], topic, partitions)
+            offsets = present_end_offsets(admins[label], topic, partitions)
             if len(offsets) == len(partitions) and all(v > 0 for v in offsets.values()):
                 found[label] = time.monotonic() - since
                 del waiting[label]
@@ -426,6 +404,7 @@ def _measure(
     all_parts = list(range(partitions))
     phases: dict[str, Any] = {}
     admins = {m.label: m.destination.admin() for m in mirrors}
+    ledger = SourceLedger(source.admin())
     try:
         # 1. warm-up: records flow, the mirrors start together.
         warm_rate = min(min(rates), 1000.0)
@@ -452,6 +431,7 @@ def _measure(
         time.sleep(ns.warmup)
         _run_phase_end(
             producer,
+            ledger,
             probes,
             [WARMUP_PHASE],
             ns.drain_timeout,
@@ -471,6 +451,7 @@ def _measure(
             time.sleep(ns.duration)
             _run_phase_end(
                 producer,
+                ledger,
                 probes,
                 [number],
                 ns.drain_timeout,
@@ -485,12 +466,22 @@ def _measure(
         # 3. topic changes
         if not ns.no_topic_change:
             _topic_change(
-                ns, source, mirrors, probes, source_probe, producer, admins, phases, partitions
+                ns,
+                source,
+                mirrors,
+                probes,
+                source_probe,
+                producer,
+                ledger,
+                admins,
+                phases,
+                partitions,
             )
     finally:
         for admin in admins.values():
             del admin
         admins.clear()
+        del ledger
         gc.collect()
 
     report["loadavg"]["end"] = os.getloadavg()
@@ -524,6 +515,7 @@ def _cpu(mirror: Mirror) -> float:
 
 def _run_phase_end(
     producer: RateProducer,
+    ledger: SourceLedger,
     probes: Sequence[Probe],
     numbers: Sequence[int],
     drain_timeout: float,
@@ -537,13 +529,24 @@ def _run_phase_end(
     """Stop producing, wait for the probes to drain, and note what the phase produced."""
     producer.stop_stream("main")
     produced = producer.counts()
-    expected = {n: _phase_total(produced["counts"], n) for n in numbers}
+    acknowledged = {n: _phase_total(produced["counts"], n) for n in numbers}
+    # What a probe can receive is what the source holds: normally what its producer had
+    # acknowledged; where the two differ, both are reported.
+    held = ledger.held(produced["counts"], numbers)
+    expected = acknowledged if held is None else held
+    if expected != acknowledged:
+        print(
+            f"  note: the source holds {expected} records of the phase, its producer had "
+            f"acknowledged {acknowledged}; the probes are held to what the source holds",
+            flush=True,
+        )
     seen = drain(probes, expected, drain_timeout)
     ended = time.monotonic()
     entry: dict[str, Any] = {
         "name": name,
         "rate": rate,
         "produced": expected,
+        "acknowledged": acknowledged,
         "received": {p: {n: c.get(n, 0) for n in numbers} for p, c in seen.items()},
         "loadavg_end": os.getloadavg(),
     }
@@ -570,6 +573,7 @@ def _topic_change(
     probes: list[Probe],
     source_probe: Probe,
     producer: RateProducer,
+    ledger: SourceLedger,
     admins: dict[str, Any],
     phases: dict[str, Any],
     partitions: int,
@@ -622,6 +626,7 @@ def _topic_change(
         producer.stop_stream("extra")
         _run_phase_end(
             producer,
+            ledger,
             probes,
             [main_phase, new_phase],
             ns.drain_timeout,

@@ -227,6 +227,25 @@ class Stream:
     first_ns: int = 0
 
 
+def _await_partitions(producer: Any, topic: str, partitions: list[int]) -> None:
+    """Wait (up to 30 s) until the producer's metadata holds each of ``partitions`` of ``topic``
+    with a leader. A record produced to a topic librdkafka has no metadata for waits in its
+    queue of unassigned records; the source once held 1 and once 2 fewer records of a topic
+    created mid-run than the producer had acknowledged (CI, a loaded machine), and the records
+    of a new topic are the ones that take that way."""
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
+        try:
+            found = producer.list_topics(topic, timeout=5).topics.get(topic)
+        except KafkaException:
+            found = None
+        if found is not None and found.error is None:
+            known = found.partitions
+            if all(p in known and known[p].leader >= 0 for p in partitions):
+                return
+        time.sleep(0.05)
+
+
 def fixed_rate_producer(
     bootstrap: str,
     record_size: int,
@@ -276,6 +295,7 @@ def fixed_rate_producer(
                     break
                 if command[0] == "stream":
                     _, name, topic, partitions, rate, phase = command
+                    _await_partitions(producer, topic, partitions)
                     streams[name] = Stream(topic, list(partitions), rate, phase, time.monotonic())
                 elif command[0] == "stop":
                     streams.pop(command[1], None)
@@ -304,7 +324,10 @@ def fixed_rate_producer(
                     while True:
                         try:
                             producer.produce(
-                                stream.topic, value, b"key-%010d" % seq, partition=partition,
+                                stream.topic,
+                                value,
+                                b"key-%010d" % seq,
+                                partition=partition,
                                 on_delivery=partial(delivered, ident),
                             )
                             break

@@ -384,6 +384,9 @@ class LocalKafkaCluster(Service):
             "log.retention.ms": "-1",
             "log.segment.bytes": str(64 * 1024 * 1024),
             "log.retention.check.interval.ms": "300000",
+            # No no-op record in the metadata log every 500 ms (KIP-835: they only feed the
+            # metadata lag metrics): an idle test broker took 1.75 CPU-s a minute, 1.03 without.
+            "metadata.max.idle.interval.ms": "0",
         }
         props.update(self.server_overrides)
         return props

@@ -33,16 +33,25 @@ fi
 # worker's tests, where it starves for minutes. It is built beside the static checks and the JVM
 # unit tests below (alone it keeps about a third of the 2 CPUs busy). A failed build is not fatal:
 # the mirrors start without it (and build one as before).
+# First the class data archive of Kafka's class path (kafka_mirror_testing.kafka_class_data: every
+# test broker, Kafka tool and stock MirrorMaker 2 maps it, here and in the Ansible checks; its
+# path is written to $kafka_class_data and exported below).
 prime_log=$(mktemp /tmp/kafka-mirror-class-data-log.XXXXXX)
-.venv/bin/python - >"$prime_log" 2>&1 <<'PY' &
+kafka_class_data=$(mktemp /tmp/kafka-mirror-kafka-class-data.XXXXXX)
+.venv/bin/python - "$kafka_class_data" >"$prime_log" 2>&1 <<'PY' &
+import os
 import sys
+from pathlib import Path
 
 sys.path[:0] = ["bench", "tests/engine", "tests/harness"]
-from kafka_mirror_testing.quick_jvms import use_quick_start_jvms  # noqa: E402
+from kafka_mirror_testing import kafka_class_data  # noqa: E402
+from kafka_mirror_testing.quick_jvms import KAFKA_CLASS_DATA_ENV, use_quick_start_jvms  # noqa: E402
 from mirror_bench.class_data import prime  # noqa: E402
 from mirror_process import CLASS_DATA_DIR  # noqa: E402
 
 use_quick_start_jvms()  # as every test JVM
+print(f"Kafka class data: {kafka_class_data.prime()}", flush=True)
+Path(sys.argv[1]).write_text(os.environ.get(KAFKA_CLASS_DATA_ENV, ""), encoding="utf-8")
 sys.exit(prime(CLASS_DATA_DIR, lowest_priority=False) == "failed")
 PY
 prime=$!
@@ -53,6 +62,9 @@ trap 'kill "$prime" $ansible_prep 2>/dev/null || true' EXIT
 .venv/bin/mypy
 mvn -q -B -f jvm/pom.xml test
 if wait "$prime"; then :; else echo "note: no class data archive built; the test mirrors start without it"; fi
+KAFKA_MIRROR_TEST_KAFKA_CLASS_DATA=$(cat "$kafka_class_data")
+export KAFKA_MIRROR_TEST_KAFKA_CLASS_DATA
+rm -f "$kafka_class_data"
 trap '[ -z "$ansible_prep" ] || kill "$ansible_prep" 2>/dev/null || true' EXIT
 cat "$prime_log"
 rm -f "$prime_log"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from mirror_process import running
 
+from kafka_mirror_testing import kafka_class_data
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.quick_jvms import use_quick_start_jvms
 
@@ -22,6 +23,13 @@ BROKER_HEAP = "512m"
 
 # every broker, Kafka tool, stock MM2 and test mirror's Spark driver of this suite: C1 only
 use_quick_start_jvms()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The class data archive of Kafka's class path, named in the environment of this process
+    before its test workers start (they inherit it); the test command has usually built it."""
+    if not hasattr(config, "workerinput"):
+        kafka_class_data.prime()
 
 
 def kafka_admin(cluster: LocalKafkaCluster) -> Any:

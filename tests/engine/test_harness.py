@@ -14,7 +14,13 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
-from kafka_mirror_testing.quick_jvms import FLAGS_ENV, SPARK_SUBMIT_OPTS, use_quick_start_jvms
+from kafka_mirror_testing.quick_jvms import (
+    FLAGS_ENV,
+    KAFKA_CLASS_DATA_ENV,
+    SPARK_SUBMIT_OPTS,
+    class_data_flags,
+    use_quick_start_jvms,
+)
 from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2, mm2_properties
 from kafka_mirror_testing.waiting import wait_for
@@ -294,3 +300,18 @@ def test_quick_start_jvms_reach_spark_once_and_an_explicit_choice_is_kept() -> N
     off = {FLAGS_ENV: ""}  # run the test JVMs with the JVM's defaults
     use_quick_start_jvms(off)
     assert off == {FLAGS_ENV: ""}
+
+
+def test_the_suites_brokers_map_the_class_data_archive_of_kafkas_class_path(
+    source_cluster: LocalKafkaCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    archive = os.environ.get(KAFKA_CLASS_DATA_ENV, "")
+    assert archive and Path(archive).is_file(), "conftest's prime named no archive"
+    assert source_cluster.pid is not None
+    # the JVM mapped it (-Xshare:auto would have gone on without it)
+    assert archive in Path(f"/proc/{source_cluster.pid}/maps").read_text()
+    assert class_data_flags() == [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
+    monkeypatch.setenv(KAFKA_CLASS_DATA_ENV, str(tmp_path / "gone.jsa"))
+    assert class_data_flags() == []
+    monkeypatch.delenv(KAFKA_CLASS_DATA_ENV)
+    assert class_data_flags() == []

@@ -34,7 +34,7 @@ from types import FrameType
 from typing import IO, Any, Self
 
 from kafka_mirror.jvm_artifacts import java_executable, kafka_classpath
-from kafka_mirror_testing.quick_jvms import extra_jvm_flags
+from kafka_mirror_testing.quick_jvms import class_data_flags, extra_jvm_flags
 from kafka_mirror_testing.service import Service
 
 __all__ = [
@@ -412,6 +412,7 @@ class LocalKafkaCluster(Service):
             f"-Dkafka.logs.dir={self.home / 'logs'}",
             *self.jvm_args,
             *extra_jvm_flags(),
+            *class_data_flags(),
             "-cp",
             kafka_classpath(),
             main_class,

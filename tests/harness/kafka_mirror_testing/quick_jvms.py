@@ -19,11 +19,22 @@ FLAGS_ENV = "KAFKA_MIRROR_TEST_JVM_FLAGS"
 # Spark's launcher adds this to the driver's java command (SparkSubmitCommandBuilder)
 SPARK_SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 QUICK_START_FLAGS = ("-XX:TieredStopAtLevel=1",)
+# the class data archive of Kafka's class path (kafka_mirror_testing.kafka_class_data.prime)
+KAFKA_CLASS_DATA_ENV = "KAFKA_MIRROR_TEST_KAFKA_CLASS_DATA"
 
 
 def extra_jvm_flags() -> list[str]:
     """The flags the test JVMs of this process get (none unless a test suite asked for them)."""
     return os.environ.get(FLAGS_ENV, "").split()
+
+
+def class_data_flags() -> list[str]:
+    """The flags that map the class data archive of Kafka's class path, for a JVM on that class
+    path (none when no archive is named or it is gone)."""
+    archive = os.environ.get(KAFKA_CLASS_DATA_ENV, "")
+    if not archive or not os.path.isfile(archive):
+        return []
+    return [f"-XX:SharedArchiveFile={archive}", "-Xshare:auto"]
 
 
 def use_quick_start_jvms(environ: MutableMapping[str, str] = os.environ) -> None:

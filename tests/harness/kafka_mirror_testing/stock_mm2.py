@@ -21,7 +21,7 @@ from kafka_mirror_testing.localcluster import (
     tail,
     write_properties,
 )
-from kafka_mirror_testing.quick_jvms import extra_jvm_flags
+from kafka_mirror_testing.quick_jvms import class_data_flags, extra_jvm_flags
 from kafka_mirror_testing.service import Service
 
 __all__ = ["MM2_MAIN", "StockMirrorMaker2", "mm2_properties", "read_properties"]
@@ -149,6 +149,7 @@ class StockMirrorMaker2(Service):
             f"-Dkafka.logs.dir={self.workdir}",
             *self.jvm_args,
             *extra_jvm_flags(),
+            *class_data_flags(),
             "-cp",
             kafka_classpath(),
             MM2_MAIN,

@@ -164,6 +164,13 @@ def test_executors_in_other_jvms_send_their_topic_latency_to_the_driver() -> Non
         wait_for(arrived, 30, "the executor's latency of all 50 records on the driver")
         # 0 ms, 10, 20, 30..50, 60..100, 110..250, 260..490; 50 records, 12250 ms
         assert texts[-1] == "a->b\tb.t\t1,1,1,3,5,15,24,0,0,0,0,0,0,0,0,50,12250\n"
+        # the executor goes (as a cluster replaces executors): its counts stay, in one sum of
+        # the removed executors' counts instead of an entry of its own
+        registry = spark._jvm.io.kafkamirror.LatencyRegistry
+        assert registry.executorsKept() == 1
+        assert spark.sparkContext._jsc.sc().killExecutor("0")
+        wait_for(lambda: registry.executorsKept() == 0, 60, "the removed executor retired")
+        assert topic_latency_text(spark) == texts[-1]
     finally:
         spark.stop()
 

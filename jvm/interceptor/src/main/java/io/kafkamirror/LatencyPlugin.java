@@ -11,12 +11,16 @@ import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.PluginContext;
 import org.apache.spark.api.plugin.SparkPlugin;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 
 /**
  * Brings the replication latency executors record ({@link LatencyRegistry}) to the driver
  * ({@code spark.plugins=io.kafkamirror.LatencyPlugin}, set by kafka.mirror when metrics are on).
  * Each executor in a JVM other than the driver's sends its cumulative counts every {@link
- * #INTERVAL_MS} ms (and when it stops); the driver keeps the latest per executor. In local mode
+ * #INTERVAL_MS} ms (and when it stops); the driver keeps the latest per executor, and adds the
+ * last one of a removed executor to one sum of all removed executors (what the driver keeps does
+ * not grow with each executor a long-running cluster replaced). In local mode
  * the producer runs in the driver JVM: the executor plugin sends nothing. Executors send the
  * {@link CopiedRanges} of real-time mode the same way (drained: each range is sent once).
  */
@@ -41,6 +45,7 @@ public final class LatencyPlugin implements SparkPlugin {
     @Override
     public Map<String, String> init(SparkContext sc, PluginContext context) {
       driverHere = true;
+      sc.addSparkListener(new Retirements());
       return Collections.emptyMap();
     }
 
@@ -57,6 +62,14 @@ public final class LatencyPlugin implements SparkPlugin {
     @Override
     public void shutdown() {
       driverHere = false;
+    }
+  }
+
+  /** A removed executor's last counts join the removed executors' sum on the driver. */
+  static final class Retirements extends SparkListener {
+    @Override
+    public void onExecutorRemoved(SparkListenerExecutorRemoved removed) {
+      LatencyRegistry.retire(removed.executorId());
     }
   }
 

@@ -2,6 +2,7 @@ package io.kafkamirror;
 
 import java.io.Serializable;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
@@ -58,9 +59,24 @@ public final class LatencyRegistry {
 
   // key: flow + '\t' + destination topic (neither holds a tab)
   private static final ConcurrentHashMap<String, Histogram> LOCAL = new ConcurrentHashMap<>();
-  // driver only: the latest snapshot of each executor in another JVM
-  private static final ConcurrentHashMap<String, Map<String, long[]>> REMOTE =
-      new ConcurrentHashMap<>();
+  // driver only: the latest snapshot of each executor in another JVM that is still there, the
+  // last snapshots of the executors that were removed summed per flow and topic (the counters
+  // stay cumulative, and what is kept does not grow with every executor ever seen), and the ids
+  // of the latest removed ones (a snapshot still on its way from one of them is not counted
+  // again); all three under REMOTE_LOCK
+  private static final Object REMOTE_LOCK = new Object();
+  private static final HashMap<String, Map<String, long[]>> REMOTE = new HashMap<>();
+  private static final HashMap<String, long[]> RETIRED = new HashMap<>();
+  static final int RETIRED_IDS_KEPT = 1_024;
+  private static final LinkedHashMap<String, Boolean> RETIRED_IDS =
+      new LinkedHashMap<>(16, 0.75f, false) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+          return size() > RETIRED_IDS_KEPT;
+        }
+      };
 
   private LatencyRegistry() {}
 
@@ -119,23 +135,58 @@ public final class LatencyRegistry {
   /** The latest cumulative snapshot an executor (in another JVM) sent. */
   static void remote(String executor, Map<String, long[]> snapshot) {
     if (executor != null && snapshot != null) {
-      REMOTE.put(executor, snapshot);
+      synchronized (REMOTE_LOCK) {
+        if (!RETIRED_IDS.containsKey(executor)) {
+          REMOTE.put(executor, snapshot);
+        }
+      }
     }
   }
 
-  /** This JVM's counts plus every executor's latest snapshot, summed per flow and topic. */
+  /** An executor was removed: its last snapshot joins the removed executors' sum. */
+  static void retire(String executor) {
+    if (executor == null) {
+      return;
+    }
+    synchronized (REMOTE_LOCK) {
+      RETIRED_IDS.put(executor, Boolean.TRUE);
+      Map<String, long[]> last = REMOTE.remove(executor);
+      if (last != null) {
+        add(RETIRED, last);
+      }
+    }
+  }
+
+  /** How many executors' snapshots the driver keeps one by one (tests). */
+  public static int executorsKept() {
+    synchronized (REMOTE_LOCK) {
+      return REMOTE.size();
+    }
+  }
+
+  private static void add(Map<String, long[]> sums, Map<String, long[]> snapshot) {
+    for (Map.Entry<String, long[]> entry : snapshot.entrySet()) {
+      long[] values = entry.getValue();
+      if (values == null || values.length != WIDTH) {
+        continue;
+      }
+      long[] sum = sums.computeIfAbsent(entry.getKey(), k -> new long[WIDTH]);
+      for (int i = 0; i < WIDTH; i++) {
+        sum[i] += values[i];
+      }
+    }
+  }
+
+  /**
+   * This JVM's counts plus every executor's latest snapshot (those removed included), summed per
+   * flow and topic.
+   */
   public static Map<String, long[]> merged() {
     TreeMap<String, long[]> out = new TreeMap<>(snapshot());
-    for (Map<String, long[]> snapshot : REMOTE.values()) {
-      for (Map.Entry<String, long[]> entry : snapshot.entrySet()) {
-        long[] values = entry.getValue();
-        if (values == null || values.length != WIDTH) {
-          continue;
-        }
-        long[] sum = out.computeIfAbsent(entry.getKey(), k -> new long[WIDTH]);
-        for (int i = 0; i < WIDTH; i++) {
-          sum[i] += values[i];
-        }
+    synchronized (REMOTE_LOCK) {
+      add(out, RETIRED);
+      for (Map<String, long[]> snapshot : REMOTE.values()) {
+        add(out, snapshot);
       }
     }
     return out;
@@ -165,7 +216,11 @@ public final class LatencyRegistry {
   /** Forgets everything (tests; interceptors configured before keep recording elsewhere). */
   static void clear() {
     LOCAL.clear();
-    REMOTE.clear();
+    synchronized (REMOTE_LOCK) {
+      REMOTE.clear();
+      RETIRED.clear();
+      RETIRED_IDS.clear();
+    }
   }
 
   /** What an executor plugin sends the driver plugin. */

@@ -96,16 +96,22 @@ class LatencyRegistryTest {
     assertDoesNotThrow(() -> LatencyRegistry.record(null, null, 1));
   }
 
+  /** An executor's snapshot of flow FLOW, topic b.t: {@code count} records in one bucket. */
+  private static HashMap<String, long[]> oneBucket(int bucket, long count, long sumMs) {
+    long[] counts = new long[LatencyRegistry.WIDTH];
+    counts[bucket] = count;
+    counts[LatencyRegistry.WIDTH - 2] = count;
+    counts[LatencyRegistry.WIDTH - 1] = sumMs;
+    HashMap<String, long[]> snapshot = new HashMap<>();
+    snapshot.put(LatencyRegistry.key(FLOW, "b.t"), counts);
+    return snapshot;
+  }
+
   @Test
   void driverSumsItsOwnCountsAndEachExecutorsLatestSnapshot() {
     LatencyRegistry.record(FLOW, "b.t", 1);
     LatencyPlugin.Driver driver = new LatencyPlugin.Driver();
-    HashMap<String, long[]> first = new HashMap<>();
-    long[] counts = new long[LatencyRegistry.WIDTH];
-    counts[1] = 3;
-    counts[LatencyRegistry.WIDTH - 2] = 3;
-    counts[LatencyRegistry.WIDTH - 1] = 21;
-    first.put(LatencyRegistry.key(FLOW, "b.t"), counts);
+    HashMap<String, long[]> first = oneBucket(1, 3, 21);
     driver.receive(new LatencyRegistry.Snapshot("1", first));
     driver.receive(new LatencyRegistry.Snapshot("1", first)); // cumulative: replaces
     driver.receive(new LatencyRegistry.Snapshot("2", first));
@@ -115,5 +121,27 @@ class LatencyRegistryTest {
     assertEquals(6, v[1]);
     assertEquals(7, v[LatencyRegistry.WIDTH - 2]);
     assertEquals(43, v[LatencyRegistry.WIDTH - 1]);
+  }
+
+  @Test
+  void removedExecutorsCountsStayInOneSumAndTheirLateSnapshotsAreNotCountedAgain() {
+    LatencyPlugin.Driver driver = new LatencyPlugin.Driver();
+    HashMap<String, long[]> snapshot = oneBucket(2, 5, 100);
+    for (int executor = 0; executor < 3 * LatencyRegistry.RETIRED_IDS_KEPT; executor++) {
+      driver.receive(new LatencyRegistry.Snapshot(Integer.toString(executor), snapshot));
+      new LatencyPlugin.Retirements().onExecutorRemoved(
+          new org.apache.spark.scheduler.SparkListenerExecutorRemoved(0L,
+              Integer.toString(executor), "lost"));
+    }
+    driver.receive(new LatencyRegistry.Snapshot("live", snapshot));
+    // a snapshot that was on its way when its executor was removed
+    driver.receive(new LatencyRegistry.Snapshot(
+        Integer.toString(3 * LatencyRegistry.RETIRED_IDS_KEPT - 1), snapshot));
+    assertEquals(1, LatencyRegistry.executorsKept());
+    long[] v = LatencyRegistry.merged().get(LatencyRegistry.key(FLOW, "b.t"));
+    long executors = 3L * LatencyRegistry.RETIRED_IDS_KEPT + 1;
+    assertEquals(5 * executors, v[2]);
+    assertEquals(5 * executors, v[LatencyRegistry.WIDTH - 2]);
+    assertEquals(100 * executors, v[LatencyRegistry.WIDTH - 1]);
   }
 }

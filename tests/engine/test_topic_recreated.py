@@ -123,3 +123,50 @@ def test_topic_deleted_and_created_again_is_mirrored_from_its_start(
         assert f"source topic {topic} was deleted and created again" in mirror.output()
     finally:
         mirror.cleanup()
+
+
+def test_state_of_a_topic_out_of_the_flow_goes_after_the_retention(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    """``mirror.topic.state.retention.ms=0``: a topic deleted on the source loses what the flow
+    kept of it (offset translation, its topic ID) at the query start without it; created again
+    later, it is still mirrored from its start (nothing of the old topic applies to it)."""
+    kept, gone = f"{unique_topic}-kept", f"{unique_topic}-gone"
+    expected: dict[str, dict[int, list[Record]]] = {}
+    for topic in (kept, gone):
+        source_cluster.create_topic(topic, 1)
+        produce(source_cluster, topic, _tagged("old", {0: 60}))
+        expected[topic] = read_partitions(source_cluster, topic)
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties(
+        source_cluster, destination_cluster,
+        f"topics = {kept}|{gone}\nmirror.topic.state.retention.ms = 0\n"))
+    state = tmp_path / "state"
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(state)],
+                           tmp_path / "mirror.log").start()
+    try:
+        for topic in (kept, gone):
+            wait_for(lambda t=topic: _mirrored(destination_cluster, f"source.{t}", expected[t]),
+                     240, f"{topic} mirrored", mirror)
+        def ranges_files() -> list[Path]:
+            return list(state.glob("*/offset-ranges.json"))
+
+        wait_for(lambda: any(gone in f.read_text() for f in ranges_files()), 60,
+                 "the deleted topic's offset translation saved", mirror)
+        (ranges_file,) = ranges_files()
+        dropped = f"the state of {gone} dropped"
+        _recreate(source_cluster, gone, 1, lambda: wait_for(
+            lambda: dropped in mirror.output(), 120, "the deleted topic's state dropped", mirror))
+        ranges = ranges_file.read_text()
+        assert gone not in ranges and kept in ranges, ranges
+        (newest,) = sorted(ranges_file.parent.glob("gen-*"), key=lambda p: int(p.name[4:]))[-1:]
+        assert gone not in (newest / "topic-ids.json").read_text()
+        produce(source_cluster, gone, _tagged("new", {0: 25}))
+        expected[gone][0] += read_partitions(source_cluster, gone)[0]
+        wait_for(lambda: _mirrored(destination_cluster, f"source.{gone}", expected[gone]), 240,
+                 "the topic created again mirrored from its start", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+    finally:
+        mirror.cleanup()

@@ -143,6 +143,9 @@ def flow_settings(
         max_records_per_batch=values.integer("mirror.max.records.per.batch", 500_000, 1),
         trigger_interval_ms=values.integer("mirror.trigger.interval.ms", 0, 0),
         fail_on_data_loss=values.boolean("mirror.fail.on.data.loss", True),
+        topic_state_retention_ms=values.integer(
+            "mirror.topic.state.retention.ms", 604_800_000, 0
+        ),
         starting_offsets=values.choice(
             "mirror.starting.offsets", "earliest", ("earliest", "latest")
         ),

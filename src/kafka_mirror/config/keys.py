@@ -49,6 +49,7 @@ FLOW_KEYS = frozenset(
         "mirror.max.records.per.batch",
         "mirror.trigger.interval.ms",
         "mirror.fail.on.data.loss",
+        "mirror.topic.state.retention.ms",
         "mirror.starting.offsets",
         "mirror.lag.group.id",
         "mirror.lag.commit.interval.ms",

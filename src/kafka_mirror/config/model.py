@@ -89,6 +89,8 @@ class FlowSpec:
     max_records_per_batch: int = 500_000
     trigger_interval_ms: int = 0
     fail_on_data_loss: bool = True
+    # how long the state of a source topic that left the flow is kept (7 days)
+    topic_state_retention_ms: int = 604_800_000
     starting_offsets: str = "earliest"
     lag_group_id: str = ""
     lag_commit_interval_ms: int = 5_000

@@ -98,8 +98,13 @@ class AckedPositions:
                 merged[key] = max(offset, merged.get(key, -1))
             return merged
 
+    def topics(self) -> set[str]:
+        with self._lock:
+            return {topic for topic, _ in self._positions}
+
     def drop_topic(self, topic: str) -> None:
-        """A source topic was deleted and created again: its old positions mean nothing."""
+        """A source topic was deleted and created again, or its state's time is up: its old
+        positions mean nothing."""
         with self._lock:
             dropped = [k for k in self._positions if k[0] == topic]
             for key in dropped:

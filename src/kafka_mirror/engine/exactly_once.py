@@ -89,11 +89,17 @@ class TargetEnds:
         with self._lock:
             return bool(self.pairs.get(tp))
 
+    def topics(self) -> set[str]:
+        with self._lock:
+            return {topic for topic, _ in self.pairs}
+
     def drop_topic(self, topic: str) -> None:
         with self._lock:
-            for tp in [k for k in self.pairs if k[0] == topic]:
+            dropped = [k for k in self.pairs if k[0] == topic]
+            for tp in dropped:
                 del self.pairs[tp]
-            self._save()
+            if dropped:
+                self._save()
 
     def _save(self) -> None:
         data = [{"topic": t, "partition": p, "pairs": pairs}

@@ -205,6 +205,7 @@ class FlowRunner:
         ids = ids_to_record(assignment, None if read is None else self.topic_ids,
                             read if isinstance(read, str) else None,
                             {**self.state.newest_topic_ids(), **self.started_ids})
+        ids = self.resume.drop_departed(assignment, ids)
         known, go = self._start_positions(spark, assignment)
         if not go:
             return

@@ -15,6 +15,7 @@ from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
 from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.positions import FlowState, Positions, recreated_topics
 from kafka_mirror.runtime.failures import first_line
+from kafka_mirror.state.departed import DEPARTED_FILE, DepartedTopics
 from kafka_mirror.state.offset_ranges import OffsetRanges
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,11 @@ class ResumePlanner:
         save_ranges: Callable[[], None],
         raw_config: Mapping[str, str],
         read_mm2: ReadMm2Positions = read_mm2_positions,
+        departed: DepartedTopics | None = None,
     ) -> None:
         self.flow = flow
+        # what the flow keeps of a source topic goes a while after the topic left it
+        self.departed = departed or DepartedTopics(state.flow_dir / DEPARTED_FILE)
         self.source = source
         self.state = state
         self.ranges = ranges
@@ -107,6 +111,27 @@ class ResumePlanner:
         if recreated:
             self.save_ranges()
         return set(recreated)
+
+    def drop_departed(self, assignment: dict[str, int], ids: dict[str, str]) -> dict[str, str]:
+        """Drop what the flow keeps of the source topics out of it for
+        ``mirror.topic.state.retention.ms`` (their offset translation, restart records,
+        acknowledged positions); returns ``ids`` (the topic IDs the new generation records)
+        without theirs."""
+        kept = set(ids) | self.ranges.topics() | self.acked.topics()
+        if self.target_ends is not None:
+            kept |= self.target_ends.topics()
+        expired = self.departed.expired(assignment, kept, self.flow.topic_state_retention_ms)
+        for topic in expired:
+            self.ranges.drop_topic(topic)
+            self.acked.drop_topic(topic)
+            if self.target_ends is not None:
+                self.target_ends.drop_topic(topic)
+        if expired:
+            self.save_ranges()
+            log.info("flow %s: the state of %s dropped: out of the flow for %d ms or more "
+                     "(mirror.topic.state.retention.ms)", self.flow.name, ", ".join(expired),
+                     self.flow.topic_state_retention_ms)
+        return {topic: value for topic, value in ids.items() if topic not in expired}
 
     def takeover_positions(self) -> Positions | None:
         """Where a first run starts when another mirror ran before: MirrorMaker 1's consumer

@@ -122,6 +122,10 @@ class OffsetRanges:
                 del self.partitions[key]
                 self.dirty = True
 
+    def topics(self) -> set[str]:
+        with self._lock:
+            return {topic for topic, _ in self.partitions}
+
     def translate(self, topic: str, partition: int, offset: int) -> int | None:
         with self._lock:
             ranges = self.partitions.get((topic, partition))

@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from kafka_mirror_testing.quick_jvms import KAFKA_CLASS_DATA_ENV as ENV
 from kafka_mirror_testing.records import Message, produce
 
 DIRECTORY = Path(tempfile.gettempdir()) / f"kafka-mirror-tests-kafka-class-data-{os.getuid()}"
+STALE_SECONDS = 86_400.0
 
 
 def archive_path(directory: Path = DIRECTORY) -> Path:
@@ -64,8 +66,11 @@ def prime(environ: MutableMapping[str, str] = os.environ, directory: Path = DIRE
 
 def _build(archive: Path) -> str:
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
-    for stale in archive.parent.glob("*.jsa"):
-        stale.unlink()  # archives of jars or JVMs that are gone
+    # archives of jars or JVMs that are gone; another checkout's (its own jars) stays while it
+    # may still be in use
+    for other in archive.parent.glob("*.jsa"):
+        if time.time() - other.stat().st_mtime > STALE_SECONDS:
+            other.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="kafka-class-data-") as workdir:
         cluster = LocalKafkaCluster(
             "class-data", Path(workdir), heap="256m",
@@ -90,15 +95,16 @@ def _serve_clients(cluster: LocalKafkaCluster) -> None:
     consumer group's reads and commits."""
     cluster.create_topic("class-data", partitions=2)
     records = [Message(b"v%d" % i, key=b"k%d" % i) for i in range(100)]
-    produce(cluster, "class-data", records)
-    producer = Producer(cluster.client_config(**{"transactional.id": "class-data"}))
+    produce(cluster, "class-data", records, log_level="3")  # a coordinator still loading: quiet
+    producer = Producer(cluster.client_config(**{"transactional.id": "class-data",
+                                                 "log_level": "3"}))
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce("class-data", b"t", b"k", partition=0)
     producer.commit_transaction(30)
     consumer = Consumer(cluster.client_config(**{
         "group.id": "class-data", "auto.offset.reset": "earliest", "enable.auto.commit": "false",
-        "isolation.level": "read_committed"}))
+        "isolation.level": "read_committed", "log_level": "3"}))
     try:
         consumer.assign([TopicPartition("class-data", p, 0) for p in range(2)])
         consumer.consume(num_messages=101, timeout=30)

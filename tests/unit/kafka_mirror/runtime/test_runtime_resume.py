@@ -15,8 +15,10 @@ import pytest
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.engine.acked_positions import AckedPositions
+from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.positions import FlowState, Positions
 from kafka_mirror.runtime.resume import ResumePlanner
+from kafka_mirror.state.departed import DepartedTopics
 from kafka_mirror.state.offset_ranges import CopiedRange, OffsetRanges
 
 CONFIG = """clusters = A, B
@@ -174,3 +176,31 @@ def test_nothing_deleted(tmp_path: Path) -> None:
     admin = FakeAdmin({"t": 1}, log_starts={("t", 0): 10})
     planned = Planned(tmp_path, _flow(), admin)
     assert planned.planner.data_loss({("t", 0): 10}, {"t": 1}) is None
+
+
+def test_the_state_of_a_topic_out_of_the_flow_goes_after_the_retention(tmp_path: Path) -> None:
+    clock = [1_700_000_000.0]
+    departed = DepartedTopics(tmp_path / "departed.json", lambda: clock[0])
+    state = FlowState(tmp_path / "flow")
+    ranges = OffsetRanges()
+    acked = AckedPositions(tmp_path / "acked.json")
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    saved: list[int] = []
+    planner = ResumePlanner(_flow(topic_state_retention_ms=60_000), FakeAdmin({"t": 1}), state,
+                            ranges, acked, ends, lambda: saved.append(1), {}, FakeMm2({}),
+                            departed)
+    for topic in ("t", "gone"):
+        ranges.add(topic, 0, CopiedRange(0, 5, 0, 5, True))
+        acked.seed({(topic, 0): 5})
+        ends.record({(topic, 0): (5, 5)})
+    ids = {"t": "idt", "gone": "idg"}
+    assert planner.drop_departed({"t": 1}, ids) == ids  # "gone" is timed from now
+    clock[0] += 59
+    assert planner.drop_departed({"t": 1}, ids) == ids
+    assert ranges.translate("gone", 0, 3) == 3 and saved == []
+    clock[0] += 1
+    assert planner.drop_departed({"t": 1}, ids) == {"t": "idt"}
+    assert ranges.topics() == acked.topics() == ends.topics() == {"t"}
+    assert ranges.translate("gone", 0, 3) is None
+    assert TargetEnds(tmp_path / "target-ends.json").topics() == {"t"}  # on disk too
+    assert saved == [1]

@@ -33,7 +33,8 @@ from kafka_mirror_testing.waiting import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 FULL = os.environ.get("KAFKA_MIRROR_FULL", "") not in ("", "0")
-SECONDS = 3600.0 if FULL else 100.0
+# KAFKA_MIRROR_SOAK_SECONDS sets another length
+SECONDS = float(os.environ.get("KAFKA_MIRROR_SOAK_SECONDS", 3600.0 if FULL else 100.0))
 CHURN_SECONDS = 180.0 if FULL else 5.0
 RETENTION_MS = 600_000 if FULL else 0
 RATE = 50.0  # records/s to the steady topic

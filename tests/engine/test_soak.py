@@ -123,6 +123,7 @@ def _named(flow_dir: Path) -> set[str]:
     return named
 
 
+@pytest.mark.timeout(SECONDS + 900)
 def test_a_long_life_with_topics_coming_and_going_keeps_bounded_state(
     source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
     unique_topic: str, tmp_path: Path,

@@ -22,6 +22,7 @@ from typing import Any, NoReturn, Protocol
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.exactly_once import TargetEnds
+from kafka_mirror.engine.leader_epochs import UncleanElections, reason, skip_notice, stop_reason
 from kafka_mirror.engine.positions import batch_end_positions, batch_start_positions
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.state.offset_ranges import CopiedRange
@@ -58,7 +59,8 @@ class BatchWritten:
     copies: tuple[PartitionCopy, ...]
     records: int
     bytes: int
-    # milliseconds the writer spent on each step (targetEndsBefore, write, targetEndsAfter)
+    # milliseconds the writer spent on each step (sourceEpochs, targetEndsBefore, write,
+    # targetEndsAfter)
     timings: Mapping[str, float] = field(default_factory=dict)
     # real-time mode: the largest age (ms) a record had when the target acknowledged it
     # (-1: unknown)
@@ -164,6 +166,7 @@ class BatchWriter:
         sink_options: Mapping[str, str],
         target: TargetOffsets,
         target_ends: TargetEnds | None = None,
+        unclean: UncleanElections | None = None,
     ) -> None:
         self.flow = flow
         self.checkpoint = checkpoint
@@ -171,6 +174,10 @@ class BatchWriter:
         self.target = target
         # exactly once on the target: where the target ended at each source position
         self.target_ends = target_ends
+        # the check for unclean leader elections on the source, and what it found that stops
+        # the flow (mirror.fail.on.data.loss=true)
+        self.unclean = unclean
+        self.source_lost: str | None = None
         self._written: dict[int, WrittenRanges] = {}
         self._lock = threading.Lock()
         self.stopping = threading.Event()
@@ -191,6 +198,9 @@ class BatchWriter:
             self._refuse(frame, batch_id)
         start = batch_start_positions(self.checkpoint, batch_id) or {}
         end = batch_end_positions(self.checkpoint, batch_id) or {}
+        clock = time.perf_counter()
+        self._check_source(frame, start, end, batch_id)
+        timings = {"sourceEpochs": _ms_since(clock)}
         moved = [tp for tp, offset in end.items() if offset > start.get(tp, offset)]
         partitions = sorted({(self.flow.target_topic(t), p) for t, p in moved})
         clock = time.perf_counter()
@@ -198,7 +208,7 @@ class BatchWriter:
         if before is None:
             before = self._end_offsets(partitions, batch_id)
             self._record_target_ends(moved, start, before, batch_id, "before")
-        timings = {"targetEndsBefore": _ms_since(clock)}
+        timings["targetEndsBefore"] = _ms_since(clock)
         # the options as one Java map built once: a py4j round trip per option and batch would
         # cost tens of ms on the hot path
         if self._java_options is None:
@@ -222,6 +232,28 @@ class BatchWriter:
             self._written[batch_id] = WrittenRanges(start, end, before, after, timings)
             for old in [b for b in self._written if b < batch_id - 100]:
                 del self._written[old]
+
+    def _check_source(self, frame: Any, start: Mapping[tuple[str, int], int],
+                      end: Mapping[tuple[str, int], int], batch_id: int) -> None:
+        """Before the batch reads the source: records an unclean leader election took out of
+        the source's log stop the flow (``source_lost`` says why; the batch is refused once the
+        flow stopped the query) or are reported."""
+        if self.unclean is None:
+            return
+        try:
+            lost = self.unclean.check_batch(dict(start), dict(end))
+        except Exception as exc:
+            log.warning("flow %s: batch %d: the source's leader epochs were not read (%s); "
+                        "the next batch checks again", self.flow.name, batch_id, reason(exc))
+            return
+        if not lost:
+            return
+        source = self.flow.source.alias
+        if self.flow.fail_on_data_loss:
+            self.source_lost = stop_reason(source, lost)
+            self.refused.set()
+            self._refuse(frame, batch_id)
+        log.warning("flow %s: batch %d: %s", self.flow.name, batch_id, skip_notice(source, lost))
 
     def _refuse(self, frame: Any, batch_id: int) -> NoReturn:
         """Refuse the batch once the flow stopped the query (or after REFUSAL_WAIT_SECONDS):

@@ -40,7 +40,7 @@ from kafka_mirror.observability.latency import (
 
 FLOW_STATES = ("starting", "running", "restarting", "retrying", "failed")
 RESTART_REASONS = ("topics_changed", "topic_recreated", "record_size", "failure")
-ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "other")
+ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "data_loss", "other")
 PARTITION_LABELS = (*FLOW_LABELS, "topic", "partition")
 # what a flow changes on the target's topics (kafka_mirror.control.topics.TopicSync reports them)
 TOPIC_CHANGES = ("topics_created", "partitions_added", "topic_config_syncs")

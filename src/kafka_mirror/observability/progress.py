@@ -75,7 +75,8 @@ class ProgressReporter:
 # Spark's phases of a micro-batch, in the order they run (durationMs keys), then the batch
 # writer's steps inside addBatch
 _PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
-_WRITER = ("writer.targetEndsBefore", "writer.write", "writer.targetEndsAfter")
+_WRITER = ("writer.sourceEpochs", "writer.targetEndsBefore", "writer.write",
+           "writer.targetEndsAfter")
 
 
 def batch_time_text(phases: dict[str, float], batches: int) -> str:

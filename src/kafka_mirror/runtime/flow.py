@@ -19,6 +19,13 @@ from kafka_mirror.engine.batch_writer import BatchWriter, BatchWritten, WriteHoo
 from kafka_mirror.engine.exactly_once import TARGET_ENDS_FILE, TargetEnds
 from kafka_mirror.engine.flow_query import start_query
 from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
+from kafka_mirror.engine.leader_epochs import (
+    JvmLeaderEpochs,
+    UncleanElections,
+    reason,
+    skip_notice,
+    stop_reason,
+)
 from kafka_mirror.engine.positions import (
     FlowState,
     Positions,
@@ -43,6 +50,8 @@ from kafka_mirror.runtime.restarts import (
 )
 from kafka_mirror.runtime.resume import ResumePlanner
 from kafka_mirror.state.offset_ranges import OffsetRanges
+from kafka_mirror.state.source_epochs import FILE as SOURCE_EPOCHS_FILE
+from kafka_mirror.state.source_epochs import SourceEpochs
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15.0
@@ -93,8 +102,12 @@ class FlowRunner:
             TargetEnds(self.state.flow_dir / TARGET_ENDS_FILE)
             if flow.exactly_once_target and keeps_prefix(flow) else None
         )
+        # the source's leader epochs, against unclean leader elections (micro-batch mode)
+        self.source_epochs = SourceEpochs(self.state.flow_dir / SOURCE_EPOCHS_FILE)
+        self.unclean: UncleanElections | None = None
         self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
-                                    self.target_ends, self.save_ranges, dict(raw_config))
+                                    self.target_ends, self.save_ranges, dict(raw_config),
+                                    epochs=self.source_epochs)
         self.exactly_once = (
             ExactlyOnceRestart(flow, self.source, self.target_ends, self.hooks,
                                self.save_ranges, metrics)
@@ -230,6 +243,9 @@ class FlowRunner:
             known = self.resume.takeover_positions()
         if known and not self._check_data_loss(known, assignment):
             return known, False
+        if resumed and known and not self.flow.realtime and \
+                not self._check_unclean(spark, known, assignment):
+            return known, False
         offsets = self._target_offsets(spark)
         # a first run from the log start whose first batch was cut resumes like the rest
         first = known is None and self.flow.starting_offsets == "earliest"
@@ -244,6 +260,40 @@ class FlowRunner:
         if self.flow.realtime:
             known = self.realtime.start_positions(known, assignment)
         return known, True
+
+    def _check_unclean(self, spark: Any, known: Positions, assignment: dict[str, int]) -> bool:
+        """False when an unclean leader election on the source took records below the positions
+        the flow resumes at out of its log and ``mirror.fail.on.data.loss`` holds: the flow
+        then stops for good, naming them (otherwise they are reported)."""
+        positions = {tp: offset for tp, offset in known.items()
+                     if tp[1] < assignment.get(tp[0], 0)}
+        try:
+            lost = self._unclean(spark).check_resume(positions)
+        except Exception as exc:
+            log.warning("flow %s: the source's leader epochs were not read (%s); the next batch "
+                        "checks them", self.flow.name, reason(exc))
+            return True
+        if not lost:
+            return True
+        if not self.flow.fail_on_data_loss:
+            log.warning("flow %s: %s", self.flow.name, skip_notice(self.flow.source.alias, lost))
+            return True
+        self._fail_for_good(stop_reason(self.flow.source.alias, lost))
+        return False
+
+    def _fail_for_good(self, why: str) -> None:
+        self.failed = why
+        self.assignment = {}
+        log.error("flow %s stopped for good: %s", self.flow.name, why)
+        self.metrics.failed(self.flow, "data_loss", why)
+
+    def _unclean(self, spark: Any) -> UncleanElections:
+        """The flow's check for unclean leader elections on the source (opened once)."""
+        if self.unclean is None:
+            reader = JvmLeaderEpochs(spark, admin_properties(self.flow.source))
+            self.unclean = UncleanElections(reader, self.source_epochs,
+                                            skip_lost=not self.flow.fail_on_data_loss)
+        return self.unclean
 
     def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
                      checkpoint: Path) -> None:
@@ -286,7 +336,7 @@ class FlowRunner:
         return BatchWriter(
             self.flow, checkpoint,
             spark_sink_options(self.flow, self.largest_batch, latency=self.with_latency),
-            self._target_offsets(spark), self.target_ends,
+            self._target_offsets(spark), self.target_ends, self._unclean(spark),
         )
 
     def _target_offsets(self, spark: Any) -> JvmEndOffsets:
@@ -338,6 +388,10 @@ class FlowRunner:
         if self.failed is not None or now < self.retry_at:
             return
         try:
+            writer = self._current_writer()
+            if isinstance(writer, BatchWriter) and writer.source_lost is not None:
+                self._source_lost(writer.source_lost)
+                return
             if self.query is not None and not self.query.isActive:
                 self._query_ended()
                 return
@@ -367,6 +421,23 @@ class FlowRunner:
         log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
                   first_line(self.failed))
         self.metrics.failed(self.flow, error_kind(error), first_line(self.failed))
+
+    def _source_lost(self, why: str) -> None:
+        """The running query's writer found records an unclean leader election took out of the
+        source's log (and waits, refusing its batch): the query stops, and the flow for good;
+        unless a source topic was deleted and created again (a log that started over), which
+        the restart after the stop handles."""
+        recreated = self._recreated_since_start()
+        self.stop()
+        if recreated:
+            raise MirrorError("source topics were deleted and created again")
+        self._fail_for_good(why)
+
+    def _recreated_since_start(self) -> bool:
+        """A source topic of the running query has another ID now (a log that started over is
+        not an unclean election: the restart mirrors the new topic from its start)."""
+        ids = self._source_topic_ids(sorted(self.started_ids))
+        return bool(recreated_topics(self.started_ids, ids))
 
     def failed_attempt(self, exc: Exception, now: float) -> None:
         """A failure a retry may cure: counted, reported, retried with backoff."""

@@ -17,6 +17,7 @@ from kafka_mirror.engine.positions import FlowState, Positions, recreated_topics
 from kafka_mirror.runtime.failures import first_line
 from kafka_mirror.state.departed import DEPARTED_FILE, DepartedTopics
 from kafka_mirror.state.offset_ranges import OffsetRanges
+from kafka_mirror.state.source_epochs import SourceEpochs
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,11 @@ class ResumePlanner:
         raw_config: Mapping[str, str],
         read_mm2: ReadMm2Positions = read_mm2_positions,
         departed: DepartedTopics | None = None,
+        epochs: SourceEpochs | None = None,
     ) -> None:
         self.flow = flow
+        # the source's leader epochs the flow saw (dropped with the rest of a topic's state)
+        self.epochs = epochs
         # what the flow keeps of a source topic goes a while after the topic left it
         self.departed = departed or DepartedTopics(state.flow_dir / DEPARTED_FILE)
         self.source = source
@@ -101,6 +105,8 @@ class ResumePlanner:
             self.acked.drop_topic(topic)
             if self.target_ends is not None:
                 self.target_ends.drop_topic(topic)
+            if self.epochs is not None:
+                self.epochs.drop_topic(topic)
             if (topic, new) not in self._reported_ids:
                 self._reported_ids.add((topic, new))
                 log.warning(
@@ -120,12 +126,16 @@ class ResumePlanner:
         kept = set(ids) | self.ranges.topics() | self.acked.topics()
         if self.target_ends is not None:
             kept |= self.target_ends.topics()
+        if self.epochs is not None:
+            kept |= self.epochs.topics()
         expired = self.departed.expired(assignment, kept, self.flow.topic_state_retention_ms)
         for topic in expired:
             self.ranges.drop_topic(topic)
             self.acked.drop_topic(topic)
             if self.target_ends is not None:
                 self.target_ends.drop_topic(topic)
+            if self.epochs is not None:
+                self.epochs.drop_topic(topic)
         if expired:
             self.save_ranges()
             log.info("flow %s: the state of %s dropped: out of the flow for %d ms or more "

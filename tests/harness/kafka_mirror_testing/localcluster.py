@@ -580,6 +580,11 @@ class LocalKafkaCluster(Service):
     def alive(self) -> bool:
         return self._process is not None and self._process.alive()
 
+    def register(self) -> None:
+        """Stopped at interpreter exit if still running (:meth:`start` does it; a cluster of
+        several nodes starts them its own way)."""
+        _register_running(self)
+
     def __repr__(self) -> str:
         state = f"pid={self.pid}, bootstrap={self.bootstrap}" if self.alive() else "stopped"
         return f"LocalKafkaCluster({self.name!r}, {state})"

@@ -1,0 +1,207 @@
+"""Unclean leader elections on the source, found with leader epochs (KIP-320).
+
+A clean election keeps every committed record; an unclean one (``unclean.leader.election.enable``)
+makes a replica that lacked some of them the leader, and the records written after it take the
+offsets of those lost. A mirror past those offsets would skip the new records without a word.
+
+Around every batch the flow asks the source, for the partitions the batch moves, their end
+offsets and leader epochs (after Spark planned the batch, before it reads it: every record below
+the batch's end was committed under that epoch or an older one). When a partition's epoch
+changed since the flow last saw it, the current leader is asked where the log of the epoch the
+flow knew ends (OffsetsForLeaderEpoch, as a Kafka consumer validates its position): ending below
+the flow's position means records the mirror copied are no longer in the source's log, and the
+offsets from there on hold other records, or will. A planned end the source's end fell behind
+is the same. The same check runs when a flow starts, for the positions it resumes at.
+
+Found ranges are named per partition and handled like records deleted before they were mirrored
+(``mirror.fail.on.data.loss``): the flow stops for good, or they are reported and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kafka_mirror.engine.positions import Positions
+from kafka_mirror.state.source_epochs import Partition, SourceEpochs
+
+log = logging.getLogger(__name__)
+
+NO_DIVERGENCE = -1
+EPOCH_UNKNOWN = -2  # the leader knows no epoch at or below the one asked about
+
+
+@dataclass(frozen=True)
+class TruncatedRange:
+    """Offsets ``first``..``last`` of a source partition that were committed on the source and
+    are no longer in its log (an unclean leader election)."""
+
+    topic: str
+    partition: int
+    first: int
+    last: int
+
+    def describe(self) -> str:
+        offsets = (f"offset {self.first}" if self.first == self.last
+                   else f"offsets {self.first}-{self.last}")
+        return f"{self.topic}-{self.partition}: {offsets}"
+
+
+def describe_all(ranges: list[TruncatedRange], limit: int = 20) -> str:
+    text = "; ".join(r.describe() for r in ranges[:limit])
+    if len(ranges) > limit:
+        text += f"; and {len(ranges) - limit} more partitions"
+    return text
+
+
+def reason(exc: Exception) -> str:
+    """One line on why a call failed: a Java exception's own line rather than py4j's
+    "An error occurred while calling ..." before it."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):
+        return lines[1].lstrip(": ")[:500]
+    return lines[0][:500] if lines else type(exc).__name__
+
+
+def stop_reason(source: str, ranges: list[TruncatedRange]) -> str:
+    """Why a flow stops for good (``mirror.fail.on.data.loss=true``)."""
+    return (f"an unclean leader election on cluster '{source}' took committed records out of "
+            f"its log ({describe_all(ranges)}): the mirror copied them or was about to, and the "
+            "records written at those offsets since are others; mirror.fail.on.data.loss=true "
+            "stops the flow (set it to false to skip them)")
+
+
+def skip_notice(source: str, ranges: list[TruncatedRange]) -> str:
+    """What is reported when the flow goes on (``mirror.fail.on.data.loss=false``)."""
+    return (f"an unclean leader election on cluster '{source}' took committed records out of "
+            f"its log ({describe_all(ranges)}); records written at those offsets since then "
+            "are skipped (mirror.fail.on.data.loss=false)")
+
+
+class EpochReader(Protocol):
+    def latest(self, partitions: list[Partition]) -> dict[Partition, tuple[int, int]]: ...
+
+    def divergence(self, marks: Mapping[Partition, tuple[int, int]]) -> dict[Partition, int]: ...
+
+
+class JvmLeaderEpochs:
+    """The source's leader epochs through Kafka's Java clients in the Spark driver's JVM
+    (``io.kafkamirror.LeaderEpochs``), with the flow's settings for the source cluster."""
+
+    def __init__(self, spark: Any, props: Mapping[str, str], timeout: float = 10.0) -> None:
+        jvm = spark._jvm
+        self._props = jvm.java.util.Properties()
+        for key, value in props.items():
+            self._props.setProperty(key, value)
+        self._props.setProperty("client.id", "kafka-mirror-epochs")
+        self._jvm = jvm
+        self._timeout_ms = int(timeout * 1000)
+        self._admin = jvm.org.apache.kafka.clients.admin.Admin.create(self._props)
+
+    def latest(self, partitions: list[Partition]) -> dict[Partition, tuple[int, int]]:
+        """Per partition: (end offset, leader epoch; -1 when the broker gives none)."""
+        if not partitions:
+            return {}
+        text = str(self._jvm.io.kafkamirror.LeaderEpochs.latest(
+            self._admin, [t for t, _ in partitions], [p for _, p in partitions],
+            self._timeout_ms))
+        pairs = (item.split(":") for item in text.split(","))
+        return {tp: (int(end), int(epoch)) for tp, (end, epoch) in zip(partitions, pairs,
+                                                                          strict=True)}
+
+    def divergence(self, marks: Mapping[Partition, tuple[int, int]]) -> dict[Partition, int]:
+        """Per partition given (position, epoch): where the current log diverges below the
+        position, or NO_DIVERGENCE, or EPOCH_UNKNOWN."""
+        if not marks:
+            return {}
+        order = sorted(marks)
+        text = str(self._jvm.io.kafkamirror.LeaderEpochs.divergence(
+            self._props, [t for t, _ in order], [p for _, p in order],
+            ",".join(str(marks[tp][0]) for tp in order),
+            ",".join(str(marks[tp][1]) for tp in order), self._timeout_ms))
+        return dict(zip(order, (int(x) for x in text.split(",")), strict=True))
+
+    def close(self) -> None:
+        self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))
+
+
+class UncleanElections:
+    """One flow's check for records taken out of the source's log after it read them.
+
+    ``skip_lost``: lost ranges are reported once and the flow goes on (the epochs seen are
+    kept); otherwise the partitions with lost ranges keep the epoch they had, so every later
+    check (a restart included) finds them again.
+    """
+
+    def __init__(self, reader: EpochReader, epochs: SourceEpochs, skip_lost: bool) -> None:
+        self.reader = reader
+        self.epochs = epochs
+        self.skip_lost = skip_lost
+
+    def check_batch(self, start: Positions, end: Positions) -> list[TruncatedRange]:
+        """Before a batch reads ``start``..``end`` (Spark's offset log; after it planned them):
+        the ranges lost from partitions the batch moves, or whose planned end went back. The
+        epochs seen are kept (on disk before the batch can commit)."""
+        asked = sorted(tp for tp, offset in end.items() if offset != start.get(tp, -1))
+        if not asked:
+            return []
+        latest = self.reader.latest(asked)
+        to_validate: dict[Partition, tuple[int, int]] = {}
+        for tp in asked:
+            high, epoch = latest[tp]
+            known = self.epochs.get(tp)
+            position = start.get(tp)
+            if position is not None and known is not None and known >= 0 and (
+                    epoch != known or end[tp] < position or high < end[tp]):
+                to_validate[tp] = (position, known)
+        found = {(r.topic, r.partition): r for r in self._validate(to_validate)}
+        for tp in asked:
+            position, planned, high = start.get(tp), end[tp], latest[tp][0]
+            if tp in found:
+                continue
+            if position is not None and planned < position:
+                # Spark saw the source's end behind the flow's position
+                found[tp] = TruncatedRange(tp[0], tp[1], planned, position - 1)
+            elif high < planned:
+                # committed (below the end Spark planned) and gone before the batch read them
+                found[tp] = TruncatedRange(tp[0], tp[1], high, planned - 1)
+        self._keep(latest, found)
+        return [found[tp] for tp in sorted(found)]
+
+    def check_resume(self, positions: Positions) -> list[TruncatedRange]:
+        """When a flow starts at ``positions``: the ranges below them lost since it stopped."""
+        known = {tp: (position, epoch) for tp, position in positions.items()
+                 if position > 0 and (epoch := self.epochs.get(tp)) is not None and epoch >= 0}
+        if not known:
+            return []
+        latest = self.reader.latest(sorted(known))
+        changed = {tp: mark for tp, mark in known.items()
+                   if latest[tp][1] != mark[1] or latest[tp][0] < mark[0]}
+        found = {(r.topic, r.partition): r for r in self._validate(changed)}
+        for tp, (position, _) in changed.items():
+            if tp not in found and latest[tp][0] < position:
+                found[tp] = TruncatedRange(tp[0], tp[1], latest[tp][0], position - 1)
+        self._keep(latest, found)
+        return [found[tp] for tp in sorted(found)]
+
+    def _keep(self, latest: Mapping[Partition, tuple[int, int]],
+              found: Mapping[Partition, TruncatedRange]) -> None:
+        self.epochs.update({tp: epoch for tp, (_, epoch) in latest.items()
+                            if epoch >= 0 and (self.skip_lost or tp not in found)})
+
+    def _validate(self, marks: Mapping[Partition, tuple[int, int]]) -> list[TruncatedRange]:
+        if not marks:
+            return []
+        lost = []
+        for tp, diverged in sorted(self.reader.divergence(marks).items()):
+            position = marks[tp][0]
+            if diverged == EPOCH_UNKNOWN:
+                log.warning("source partition %s-%d: its leader knows no leader epoch up to %d, "
+                            "the one its records below offset %d were committed under; not "
+                            "checked for an unclean leader election", tp[0], tp[1], marks[tp][1],
+                            position)
+            elif 0 <= diverged < position:
+                lost.append(TruncatedRange(tp[0], tp[1], diverged, position - 1))
+        return lost

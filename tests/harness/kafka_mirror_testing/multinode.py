@@ -1,0 +1,192 @@
+"""A real Apache Kafka cluster of several nodes (KRaft, each node broker and controller) on
+loopback, as production runs them: replication factor 3, ``min.insync.replicas`` 2, a quorum of
+three controllers (static voters). Leaders move, in-sync replica sets shrink, a node can be
+killed and started again while the others serve; an unclean leader election can be provoked.
+
+Each node is a :class:`~kafka_mirror_testing.localcluster.LocalKafkaCluster` of its own process
+(same jars, logging and class data archive), formatted with the cluster's shared id. The
+cluster offers what the tests use of a single-node one: ``bootstrap`` (every node),
+``client_config()``, ``admin()``, ``create_topic()``, ``start()``, ``stop()``, ``alive()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Self
+
+from kafka_mirror_testing.localcluster import (
+    LOOPBACK,
+    STORAGE_TOOL_MAIN,
+    LocalClusterError,
+    LocalKafkaCluster,
+    free_port,
+    random_cluster_id,
+)
+from kafka_mirror_testing.service import Service
+
+__all__ = ["KafkaNode", "MultiNodeKafkaCluster"]
+
+TOOLS_MAIN = "org.apache.kafka.tools.LeaderElectionCommand"
+
+
+class KafkaNode(LocalKafkaCluster):
+    """One node of a :class:`MultiNodeKafkaCluster`: its ports and the quorum come from there."""
+
+    def __init__(self, cluster: MultiNodeKafkaCluster, node_id: int, heap: str,
+                 server_overrides: Mapping[str, str]) -> None:
+        super().__init__(f"{cluster.name}-{node_id}", cluster.workdir, heap=heap,
+                         server_overrides=server_overrides)
+        self.cluster = cluster
+        self.node_id = node_id
+        self.cluster_id = cluster.cluster_id
+
+    def server_properties(self) -> dict[str, str]:
+        props = super().server_properties()
+        props.pop("controller.quorum.bootstrap.servers", None)
+        props["controller.quorum.voters"] = self.cluster.voters
+        replicas = str(min(3, len(self.cluster.nodes)))
+        min_isr = str(min(2, len(self.cluster.nodes)))
+        props.update({
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min_isr,
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min_isr,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            # a restarted node takes its leaderships back soon (production's default is 300 s)
+            "leader.imbalance.check.interval.seconds": "5",
+        })
+        props.update(self.server_overrides)
+        return props
+
+    def _pick_ports(self) -> None:
+        self.ports = dict(self.cluster.ports[self.node_id])
+
+    def _format_storage(self) -> None:
+        # static voters: every node formatted with the cluster id alone
+        self._run_tool(STORAGE_TOOL_MAIN,
+                       ["format", "-t", self.cluster_id, "-c", str(self.config_path)],
+                       "formatting storage")
+
+    def kill_hard(self) -> None:
+        """SIGKILL this node's PID (no controlled shutdown: its leaderships are lost, not
+        handed over) and reap it."""
+        pid = self.pid
+        if pid is not None and self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.stop(timeout=30)
+
+
+class MultiNodeKafkaCluster(Service):
+    """``nodes`` KRaft nodes (broker + controller each) on 127.0.0.1, started together."""
+
+    def __init__(self, name: str, workdir: Path, nodes: int = 3, heap: str = "384m",
+                 server_overrides: Mapping[str, str] | None = None) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster has at least one node")
+        self.name = name
+        self.workdir = Path(workdir).resolve()
+        self.cluster_id = random_cluster_id()
+        self.ports: dict[int, dict[str, int]] = {}
+        self.nodes: list[KafkaNode] = []
+        self.nodes = [KafkaNode(self, i, heap, dict(server_overrides or {}))
+                      for i in range(1, nodes + 1)]
+
+    # ---------------------------------------------------------------- addresses
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{node_id}@{LOOPBACK}:{ports['CONTROLLER']}"
+                        for node_id, ports in sorted(self.ports.items()))
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's PLAINTEXT listener (clients find the live ones)."""
+        return ",".join(f"{LOOPBACK}:{self.ports[n.node_id]['PLAINTEXT']}" for n in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        return self.nodes[node_id - 1]
+
+    def client_config(self, **extra: str) -> dict[str, str]:
+        return {"bootstrap.servers": self.bootstrap, **extra}
+
+    def admin(self, **extra: str) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        conf: dict[str, str | int | float | bool] = {**self.client_config(**extra)}
+        return AdminClient(conf)
+
+    def create_topic(self, topic: str, partitions: int = 1,
+                     config: Mapping[str, str] | None = None, timeout: float = 30.0, *,
+                     replicas: Sequence[Sequence[int]] | None = None) -> None:
+        """Create a topic, replicated on every node (at most 3), or on the node ids
+        ``replicas`` gives per partition (the first one the preferred leader)."""
+        from confluent_kafka.cimpl import NewTopic
+
+        if replicas is not None:
+            new = NewTopic(topic, num_partitions=len(replicas),
+                           replica_assignment=[list(r) for r in replicas],
+                           config=dict(config or {}))
+        else:
+            new = NewTopic(topic, num_partitions=partitions,
+                           replication_factor=min(3, len(self.nodes)),
+                           config=dict(config or {}))
+        admin = self.admin()
+        admin.create_topics([new], operation_timeout=timeout)[topic].result(timeout=timeout)
+
+    def leaders(self, topic: str) -> dict[int, tuple[int, list[int]]]:
+        """Per partition: (leader node id or -1, in-sync replica ids), as the cluster says."""
+        metadata = self.admin().list_topics(topic, timeout=10)
+        partitions = metadata.topics[topic].partitions
+        return {p: (meta.leader, sorted(meta.isrs)) for p, meta in partitions.items()}
+
+    def elect_leaders(self, topic: str, partition: int, kind: str = "preferred") -> None:
+        """Kafka's own ``kafka-leader-election`` (``preferred`` or ``unclean``)."""
+        node = next(n for n in self.nodes if n.alive())
+        node._run_tool(TOOLS_MAIN, ["--bootstrap-server", self.bootstrap, "--election-type",
+                                    kind, "--topic", topic, "--partition", str(partition)],
+                       f"{kind} leader election of {topic}-{partition}")
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self, timeout: float = 90.0) -> Self:
+        """Start every node that is not running and wait until each answers. The first start
+        picks ports and formats the storage; later ones keep both (a restart)."""
+        first = not self.ports
+        if first:
+            for node in self.nodes:
+                self.ports[node.node_id] = {"PLAINTEXT": free_port(), "CONTROLLER": free_port()}
+                node.ports = dict(self.ports[node.node_id])
+        down = [n for n in self.nodes if not n.alive()]
+        deadline = time.monotonic() + timeout
+        fresh = down if first else []
+        with ThreadPoolExecutor(max_workers=max(1, len(fresh))) as pool:
+            for future in [pool.submit(n._prepare) for n in fresh]:
+                future.result()
+        for node in down:
+            node._launch()
+        try:
+            for node in down:
+                node._wait_ready(deadline)
+                node.register()
+        except LocalClusterError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def alive(self) -> bool:
+        return all(node.alive() for node in self.nodes)
+
+    def __repr__(self) -> str:
+        up = [n.node_id for n in self.nodes if n.alive()]
+        return f"MultiNodeKafkaCluster({self.name!r}, nodes up {up})"

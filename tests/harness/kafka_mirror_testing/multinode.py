@@ -12,6 +12,7 @@ cluster offers what the tests use of a single-node one: ``bootstrap`` (every nod
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from kafka_mirror_testing.localcluster import (
+    CONFIG_TOOL_MAIN,
     LOOPBACK,
     STORAGE_TOOL_MAIN,
     LocalClusterError,
@@ -32,7 +34,8 @@ from kafka_mirror_testing.service import Service
 
 __all__ = ["KafkaNode", "MultiNodeKafkaCluster"]
 
-TOOLS_MAIN = "org.apache.kafka.tools.LeaderElectionCommand"
+ELECTION_MAIN = "org.apache.kafka.tools.LeaderElectionCommand"
+REASSIGN_MAIN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
 class KafkaNode(LocalKafkaCluster):
@@ -62,6 +65,9 @@ class KafkaNode(LocalKafkaCluster):
             "share.coordinator.state.topic.min.isr": min_isr,
             # a restarted node takes its leaderships back soon (production's default is 300 s)
             "leader.imbalance.check.interval.seconds": "5",
+            # a killed node is fenced, and out of the in-sync replicas, within 3 s (9 s)
+            "broker.heartbeat.interval.ms": "500",
+            "broker.session.timeout.ms": "3000",
         })
         props.update(self.server_overrides)
         return props
@@ -147,12 +153,52 @@ class MultiNodeKafkaCluster(Service):
         partitions = metadata.topics[topic].partitions
         return {p: (meta.leader, sorted(meta.isrs)) for p, meta in partitions.items()}
 
-    def elect_leaders(self, topic: str, partition: int, kind: str = "preferred") -> None:
-        """Kafka's own ``kafka-leader-election`` (``preferred`` or ``unclean``)."""
+    def elect_leaders(self, topic: str, partitions: Sequence[int], kind: str = "preferred"
+                      ) -> None:
+        """Kafka's own ``kafka-leader-election`` (``preferred`` or ``unclean``) for
+        ``partitions`` of ``topic``."""
         node = next(n for n in self.nodes if n.alive())
-        node._run_tool(TOOLS_MAIN, ["--bootstrap-server", self.bootstrap, "--election-type",
-                                    kind, "--topic", topic, "--partition", str(partition)],
-                       f"{kind} leader election of {topic}-{partition}")
+        plan = node.home / f"elect-{topic}.json"
+        plan.write_text(json.dumps({"partitions": [
+            {"topic": topic, "partition": p} for p in partitions]}), encoding="utf-8")
+        node._run_tool(ELECTION_MAIN, ["--bootstrap-server", self.bootstrap, "--election-type",
+                                       kind, "--path-to-json-file", str(plan)],
+                       f"{kind} leader election of {topic} {list(partitions)}")
+
+    def reassign(self, topic: str, replicas: Mapping[int, Sequence[int]],
+                 timeout: float = 60.0) -> None:
+        """Kafka's own ``kafka-reassign-partitions``: partition -> replica node ids (the first
+        the preferred leader); returns once the cluster reports them."""
+        node = next(n for n in self.nodes if n.alive())
+        plan = node.home / f"reassign-{topic}.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": p, "replicas": list(r)}
+            for p, r in sorted(replicas.items())]}), encoding="utf-8")
+        node._run_tool(REASSIGN_MAIN, ["--bootstrap-server", self.bootstrap,
+                                       "--reassignment-json-file", str(plan), "--execute"],
+                       f"reassignment of {topic}")
+        deadline = time.monotonic() + timeout
+        while self.replicas(topic) != {p: list(r) for p, r in replicas.items()}:
+            if time.monotonic() > deadline:
+                raise LocalClusterError(f"reassignment of {topic} not done in {timeout:.0f} s: "
+                                        f"{self.replicas(topic)}")
+            time.sleep(0.5)
+
+    def set_producer_quota(self, client_id: str, bytes_per_second: int | None) -> None:
+        """Throttle producers with ``client_id`` on every node (Kafka's ``kafka-configs``);
+        ``None`` removes the quota."""
+        node = next(n for n in self.nodes if n.alive())
+        change = (["--delete-config", "producer_byte_rate"] if bytes_per_second is None
+                  else ["--add-config", f"producer_byte_rate={bytes_per_second}"])
+        node._run_tool(CONFIG_TOOL_MAIN, ["--bootstrap-server", self.bootstrap, "--alter",
+                                          "--entity-type", "clients", "--entity-name",
+                                          client_id, *change],
+                       f"producer quota {bytes_per_second} for {client_id!r}")
+
+    def replicas(self, topic: str) -> dict[int, list[int]]:
+        """Per partition, its replica node ids in order (the first the preferred leader)."""
+        metadata = self.admin().list_topics(topic, timeout=10)
+        return {p: list(meta.replicas) for p, meta in metadata.topics[topic].partitions.items()}
 
     # ---------------------------------------------------------------- lifecycle
     def start(self, timeout: float = 90.0) -> Self:

@@ -1,0 +1,171 @@
+"""What the fault suites share: a mirror configuration for clusters ``fsrc`` -> ``fdst``, a
+producer of numbered records under which faults happen, and the checks that follow (nothing lost,
+order kept, duplicates counted, time to catch up). The clusters are single-node
+(:class:`LocalKafkaCluster`) or of several nodes (:class:`MultiNodeKafkaCluster`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from confluent_kafka import Producer
+from mirror_process import (
+    CLASS_DATA_DIR,
+    MirrorProcess,
+    committed_offsets,
+    first_occurrences,
+    read_partitions,
+)
+
+from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.multinode import MultiNodeKafkaCluster
+from kafka_mirror_testing.waiting import wait_for
+
+Cluster = LocalKafkaCluster | MultiNodeKafkaCluster
+PARTITIONS = 3
+BATCH = 1000
+
+
+def mirror_config(path: Path, source: str, destination: str, topic: str, extra: str = "",
+                  replicas: int = 1) -> Path:
+    """The flow fsrc -> fdst of ``topic``; the topics it creates with ``replicas`` replicas."""
+    path.write_text(
+        "clusters = fsrc, fdst\n"
+        f"fsrc.bootstrap.servers = {source}\n"
+        f"fdst.bootstrap.servers = {destination}\n"
+        "fsrc->fdst.enabled = true\n"
+        f"topics = {topic}\n"
+        f"replication.factor = {replicas}\n"
+        f"offset-syncs.topic.replication.factor = {replicas}\n"
+        f"checkpoints.topic.replication.factor = {replicas}\n"
+        f"heartbeats.topic.replication.factor = {replicas}\n"
+        "emit.heartbeats.enabled = false\n"
+        "sync.topic.acls.enabled = false\n"
+        "refresh.topics.interval.seconds = 3\n"
+        f"mirror.max.records.per.batch = {BATCH}\n"
+        "mirror.lag.commit.interval.ms = 1000\n"
+        "spark.driver.memory = 768m\nspark.master = local[2]\n"
+        # the class data archive the test mirrors share (one built per machine, not one per test)
+        f"mirror.class.data.dir = {CLASS_DATA_DIR}\n" + extra,
+        encoding="utf-8",
+    )
+    return path
+
+
+class ContinuousProducer:
+    """Produces numbered records (keys and values unique) round robin over the partitions, about
+    ``rate`` records/s (values padded with ``value_bytes`` random bytes), until ``total`` are sent
+    or :meth:`stop`; ``sent`` counts acknowledged ones."""
+
+    def __init__(self, cluster: Cluster, topic: str, *, total: int | None = None,
+                 rate: int = 1250, value_bytes: int = 0) -> None:
+        self.cluster, self.topic, self.total = cluster, topic, total
+        self.rate, self.value_bytes = rate, value_bytes
+        self.sent = 0
+        self._stop = threading.Event()
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> ContinuousProducer:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        producer = Producer(self.cluster.client_config(**{
+            "enable.idempotence": "true", "acks": "all", "message.timeout.ms": "300000"}))
+        chunk = max(1, self.rate // 4)
+        i = 0
+        while not self._stop.is_set() and (self.total is None or i < self.total):
+            for _ in range(chunk if self.total is None else min(chunk, self.total - i)):
+                # padding is random: compression must not shrink it
+                producer.produce(self.topic, key=f"k{i}".encode(),
+                                 value=f"v{i}:".encode() + os.urandom(self.value_bytes),
+                                 partition=i % PARTITIONS)
+                i += 1
+            producer.flush(300)
+            self.sent = i
+            time.sleep(0.25)
+        producer.flush(300)
+        self.sent = i
+        self.done.set()
+
+    def stop(self, timeout: float = 600) -> int:
+        self._stop.set()
+        self._thread.join(timeout)
+        assert self.done.is_set(), "the producer did not finish"
+        return self.sent
+
+
+class LagGroup:
+    """The mirror's committed positions (its lag group), read on a cluster that stays up."""
+
+    def __init__(self, cluster: Cluster, topic: str,
+                 group: str = "kafka-mirror.fsrc_to_fdst") -> None:
+        self.cluster, self.group = cluster, group
+        self.partitions = [(topic, p) for p in range(PARTITIONS)]
+
+    def total(self) -> int:
+        try:
+            positions = committed_offsets(self.cluster, self.group, self.partitions, timeout=10)
+            return sum(max(0, offset) for offset in positions.values())
+        except Exception:
+            return -1
+
+
+def compare(source: Cluster, topic: str, destination: Cluster,
+            expected: int) -> int:
+    """Nothing lost and source order kept on the target (once replayed duplicates are set
+    aside), partition by partition; returns the number of duplicates."""
+    src = read_partitions(source, topic)
+    dst = read_partitions(destination, f"fsrc.{topic}")
+    assert sum(len(r) for r in src.values()) == expected
+    duplicates = 0
+    for partition, records in src.items():
+        assert first_occurrences(dst[partition]) == records, f"partition {partition}"
+        duplicates += len(dst[partition]) - len(records)
+    return duplicates
+
+
+def assert_no_duplicates(duplicates: int, *logs: str) -> None:
+    """Exactly once on the target; on failure, the mirrors' at-least-once fallbacks say why."""
+    fallbacks = [line for log in logs for line in log.splitlines()
+                 if " WARNING " in line and ("at-least-once" in line or "twice" in line)]
+    assert duplicates == 0, f"{duplicates} duplicates; fallbacks: {fallbacks[-10:]}"
+
+
+def wait_caught_up(copied: Callable[[], int], expected: int, mirror: MirrorProcess,
+                   timeout: float = 300) -> float:
+    """Seconds until the mirror's positions reach ``expected``."""
+    began = time.monotonic()
+    wait_for(lambda: copied() >= expected, timeout, f"all {expected} records mirrored", mirror)
+    return time.monotonic() - began
+
+
+def finish(mirror: MirrorProcess, writer: ContinuousProducer, copied: Callable[[], int]
+           ) -> tuple[int, float]:
+    """Once the fault is over: the producer ends, the mirror catches up by itself and stops
+    cleanly on SIGTERM. Returns the records produced and the seconds it took to catch up."""
+    back = time.monotonic()
+    total = writer.stop()
+    wait_caught_up(copied, total, mirror)
+    resumed = time.monotonic() - back
+    code, _ = mirror.terminate()
+    assert code == 0, mirror.output()[-3000:]
+    return total, resumed
+
+
+@contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on ``path`` (needs root), unmounted after."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                   check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)

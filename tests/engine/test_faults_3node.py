@@ -1,0 +1,201 @@
+"""The fault suite on clusters as production runs them: source and target of 3 KRaft nodes each,
+topics with replication factor 3 and ``min.insync.replicas`` 2, under continuous produce. Leaders
+move on both sides (a reassignment that changes every partition's preferred replica, then
+preferred-leader elections), a node leading a partition is killed (``kill -9``) and started
+again on each side, and the target's in-sync replicas shrink below ``min.insync.replicas`` (the
+mirror's producer must wait, not drop). Each asserts nothing lost, source order kept, no
+duplicate, and reports how long the mirror took to catch up; none may be taken for an unclean
+leader election. The figures go to docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+from continuous import (
+    PARTITIONS,
+    ContinuousProducer,
+    LagGroup,
+    assert_no_duplicates,
+    compare,
+    finish,
+    mirror_config,
+    tmpfs,
+)
+from mirror_process import MirrorProcess, running
+
+from kafka_mirror_testing.multinode import MultiNodeKafkaCluster
+from kafka_mirror_testing.waiting import wait_for
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.xdist_group("faults3")]
+
+OUTAGE_SECONDS = 15.0
+SINK_CLIENT_ID = "kafka-mirror-fsrc_to_fdst"  # the client id of the mirror's producer
+# topic configs not synced (the test changes one on the target)
+UNSYNCED = "sync.topic.configs.enabled = false\n"
+
+Pair = tuple[MultiNodeKafkaCluster, MultiNodeKafkaCluster]
+
+
+@pytest.fixture(scope="module")
+def three_node_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    home = tmp_path_factory.mktemp("faults3")
+    pair = (MultiNodeKafkaCluster("fsrc3", home, heap="256m"),
+            MultiNodeKafkaCluster("fdst3", home, heap="256m"))
+    with running(pair):  # type: ignore[arg-type]
+        yield pair
+
+
+class Run:
+    """A mirror of ``topic`` (3 partitions) under continuous produce on the pair."""
+
+    def __init__(self, pair: Pair, topic: str, tmp_path: Path, state: Path | None = None
+                 ) -> None:
+        self.source, self.destination = pair
+        self.topic, self.target = topic, f"fsrc.{topic}"
+        for cluster in pair:
+            cluster.start()  # every node up
+        self.source.create_topic(topic, PARTITIONS)
+        config = mirror_config(tmp_path / "mm2.properties", self.source.bootstrap,
+                               self.destination.bootstrap, topic, UNSYNCED, replicas=3)
+        self.writer = ContinuousProducer(self.source, topic, rate=1000).start()
+        self.args = ["run", str(config), "--state-dir", str(state or tmp_path / "state")]
+        self.logs = tmp_path
+        self.mirror = MirrorProcess(self.args, tmp_path / "mirror.log").start()
+        self.copied = LagGroup(self.source, topic).total
+
+    def under_way(self, records: int = 2000) -> None:
+        before = max(0, self.copied())
+        wait_for(lambda: self.copied() >= before + records, 240, f"{records} more mirrored",
+                 self.mirror)
+
+    def end(self, what: str, duplicates_allowed: int = 0) -> int:
+        """The producer stops, the mirror catches up and stops; then the records compared (no
+        duplicate unless ``duplicates_allowed``); returns the duplicates."""
+        try:
+            total, resumed = finish(self.mirror, self.writer, self.copied)
+        finally:
+            self.mirror.cleanup()
+            self.writer.stop()
+        duplicates = compare(self.source, self.topic, self.destination, total)
+        logs = [log.read_text(errors="replace") for log in sorted(self.logs.glob("mirror*.log"))]
+        assert_no_duplicates(max(0, duplicates - duplicates_allowed), *logs)
+        assert not any("unclean leader election" in log for log in logs)
+        print(f"3 nodes each side, {what}: {total} records, 0 lost, order kept, {duplicates} "
+              f"duplicates, caught up {resumed:.0f} s after the fault ended")
+        return duplicates
+
+
+def test_leader_moves_on_both_sides_lose_nothing(three_node_pair: Pair, tmp_path: Path) -> None:
+    run = Run(three_node_pair, "moves3", tmp_path)
+    run.under_way()
+    for cluster, topic in ((run.source, run.topic), (run.destination, run.target)):
+        rotated = {p: r[1:] + r[:1] for p, r in cluster.replicas(topic).items()}
+        cluster.reassign(topic, rotated)
+        cluster.elect_leaders(topic, sorted(rotated))
+        wait_for(lambda c=cluster, t=topic, r=rotated: all(
+            c.leaders(t)[p][0] == r[p][0] for p in r), 60, f"the leaders of {topic} moved")
+        run.under_way()
+    run.end("every leader moved on the source, then on the target")
+
+
+@pytest.mark.parametrize("side", ["source", "destination"])
+def test_a_node_leading_a_partition_killed_and_restarted_loses_nothing(
+    three_node_pair: Pair, tmp_path: Path, side: str,
+) -> None:
+    run = Run(three_node_pair, f"kill3-{side}", tmp_path)
+    cluster, topic = ((run.source, run.topic) if side == "source"
+                      else (run.destination, run.target))
+    run.under_way()
+    leader = cluster.node(cluster.leaders(topic)[0][0])
+    leader.kill_hard()
+    time.sleep(OUTAGE_SECONDS)  # the fault's length, not a wait for a condition
+    assert run.mirror.proc is not None and run.mirror.proc.poll() is None, run.mirror.tail()
+    cluster.start()
+    run.end(f"kill -9 of the {side}'s node {leader.node_id} (a leader), "
+            f"{OUTAGE_SECONDS:.0f} s down")
+
+
+def test_target_in_sync_replicas_below_min_insync_make_the_mirror_wait(
+    three_node_pair: Pair, tmp_path: Path,
+) -> None:
+    run = Run(three_node_pair, "isr3", tmp_path)
+    run.under_way()
+    # every write to the target now needs all 3 replicas; one node stops
+    admin = run.destination.admin()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, run.target, incremental_configs=[
+        ConfigEntry("min.insync.replicas", "3", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    stopped = run.destination.node(3)
+    stopped.stop()
+    wait_for(lambda: all(len(isr) == 2 for _, isr in run.destination.leaders(run.target).values()),
+             60, "the target's in-sync replicas down to 2")
+    stalled_at = run.copied()
+    time.sleep(OUTAGE_SECONDS)  # the fault's length
+    # nothing acknowledged meanwhile: the mirror's positions do not move past what the target
+    # took (a batch may have completed as the node stopped)
+    assert run.copied() <= stalled_at + 3 * 1000, (stalled_at, run.copied())
+    assert run.mirror.proc is not None and run.mirror.proc.poll() is None, run.mirror.tail()
+    run.destination.start()
+    run.end(f"the target's ISR below min.insync.replicas for {OUTAGE_SECONDS:.0f} s")
+
+
+def test_a_long_quota_throttle_then_kill_9_loses_nothing(three_node_pair: Pair,
+                                                          tmp_path: Path) -> None:
+    """The target throttles the mirror's producer to 100 bytes/s (a batch takes minutes),
+    and the mirror is killed (``kill -9``) in the middle of it; restarted once the quota is
+    gone, it loses nothing.
+
+    Known defect (issue 28, a fenced writer): a throttling broker mutes the producer's
+    connection for the throttle time (Kafka's bandwidth throttle has no upper bound) and reads
+    the request the dead producer had sent only then; the restart has already read the
+    target's end offsets, so those records (at most one batch) are written a second time. Seen
+    here: 15 of a 333-record batch. The bound is asserted until the old writer is fenced."""
+    run = Run(three_node_pair, "quota3", tmp_path)
+    run.under_way()
+    run.destination.set_producer_quota(SINK_CLIENT_ID, 100)
+    try:
+        throttled_at = run.copied()
+        time.sleep(OUTAGE_SECONDS)  # the fault's length
+        assert run.copied() < throttled_at + 3 * 1000 * 2, "not throttled"
+        run.mirror.kill_hard()
+    finally:
+        run.destination.set_producer_quota(SINK_CLIENT_ID, None)
+    run.mirror = MirrorProcess(run.args, tmp_path / "mirror-restarted.log").start()
+    run.end(f"the mirror's producer throttled to 100 B/s for {OUTAGE_SECONDS:.0f} s, then "
+            "kill -9 of the mirror", duplicates_allowed=1000)
+
+
+def test_the_mirrors_state_disk_full_then_space_freed(three_node_pair: Pair,
+                                                       tmp_path: Path) -> None:
+    """The file system of the mirror's state (its checkpoints, offset ranges, exactly-once
+    records) fills up mid-stream: the mirror must not go on as if its state were written, nor
+    exit; once space is freed it goes on by itself."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    with tmpfs(tmp_path / "state-disk", "48m") as disk:
+        run = Run(three_node_pair, "statedisk3", tmp_path, state=disk / "state")
+        run.under_way()
+        ballast = disk / "ballast"
+        with ballast.open("wb") as out:
+            try:
+                while True:
+                    out.write(b"\0" * (1 << 20))
+                    out.flush()
+            except OSError as full:
+                assert full.errno == errno.ENOSPC, full
+        wait_for(lambda: "No space left on device" in run.mirror.output(), 120,
+                 "the mirror meeting the full disk", run.mirror)
+        stalled_at = run.copied()
+        time.sleep(OUTAGE_SECONDS)  # the fault's length
+        assert run.copied() <= stalled_at + 3 * 1000, (stalled_at, run.copied())
+        assert run.mirror.proc is not None and run.mirror.proc.poll() is None, run.mirror.tail()
+        ballast.unlink()
+        run.end(f"the mirror's state disk full for {OUTAGE_SECONDS:.0f} s, then space freed")

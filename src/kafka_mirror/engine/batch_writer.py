@@ -207,6 +207,7 @@ class BatchWriter:
         before = self._ends_before(moved, start)
         if before is None:
             before = self._end_offsets(partitions, batch_id)
+            self._report_late_writes(moved, start, before, batch_id)
             self._record_target_ends(moved, start, before, batch_id, "before")
         timings["targetEndsBefore"] = _ms_since(clock)
         # the options as one Java map built once: a py4j round trip per option and batch would
@@ -221,6 +222,7 @@ class BatchWriter:
         timings["write"] = _ms_since(clock)
         clock = time.perf_counter()
         after = self._end_offsets(partitions, batch_id) if before or self.target_ends else {}
+        self._report_foreign_writes(moved, start, end, before, after, batch_id)
         self._record_target_ends(moved, end, after, batch_id, "after")
         timings["targetEndsAfter"] = _ms_since(clock)
         self._last_after = {
@@ -302,6 +304,51 @@ class BatchWriter:
                 return None
             before[tp] = known[1]
         return before
+
+    def _report_late_writes(self, moved: list[tuple[str, int]],
+                            start: Mapping[tuple[str, int], int],
+                            before: Mapping[tuple[str, int], int], batch_id: int) -> None:
+        """Exactly once on the target: records that reached a target partition after the flow
+        last saw where it ended at this batch's source position (the last committed batch, or
+        the restart that counted a cut batch) were written by another producer: an earlier run's
+        request the broker held back (a quota throttle mutes a connection for as long as it
+        takes) or another writer. Reported: if they are this flow's records, they are on the
+        target twice."""
+        if self.target_ends is None:
+            return
+        for topic, partition in moved:
+            target = (self.flow.target_topic(topic), partition)
+            expected = self.target_ends.target_end((topic, partition), start[(topic, partition)])
+            if expected is not None and target in before and before[target] > expected:
+                log.warning(
+                    "flow %s: batch %d: %s[%d] holds %d records more (offsets %d..%d) than when "
+                    "the flow last saw its end at source offset %d: written by another producer "
+                    "(an earlier run's requests the broker held back, e.g. under a quota "
+                    "throttle, or another writer); if they are this flow's, they are on the "
+                    "target twice", self.flow.name, batch_id, target[0], partition,
+                    before[target] - expected, expected, before[target] - 1,
+                    start[(topic, partition)])
+
+    def _report_foreign_writes(
+        self, moved: list[tuple[str, int]], start: Mapping[tuple[str, int], int],
+        end: Mapping[tuple[str, int], int], before: Mapping[tuple[str, int], int],
+        after: Mapping[tuple[str, int], int], batch_id: int,
+    ) -> None:
+        """A target partition that grew by more offsets than the batch read from its source
+        partition took records of another producer meanwhile (see :meth:`_report_late_writes`)."""
+        for topic, partition in moved:
+            target = (self.flow.target_topic(topic), partition)
+            if target not in before or target not in after:
+                continue
+            extra = (after[target] - before[target]) - (end[(topic, partition)]
+                                                        - start[(topic, partition)])
+            if extra > 0:
+                log.warning(
+                    "flow %s: batch %d: %s[%d] grew by %d records more than the batch copied "
+                    "(offsets %d..%d): written by another producer (an earlier run's requests "
+                    "the broker held back, e.g. under a quota throttle, or another writer); if "
+                    "they are this flow's, they are on the target twice", self.flow.name,
+                    batch_id, target[0], partition, extra, before[target], after[target] - 1)
 
     def _record_target_ends(
         self, moved: list[tuple[str, int]], source: Mapping[tuple[str, int], int],

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kafka_mirror.config.mm2 import mm2_from_text
 from kafka_mirror.engine.batch_writer import BatchWriter
 
@@ -133,3 +135,28 @@ def test_a_refused_batch_waits_for_the_stop_and_is_refused_as_an_interruption(
     assert found is not None, text
     assert len(text) - found.start() < 300, text
     assert "StoppingBetweenBatches: flow A->B: stopping before batch 7; py4j" in text
+
+
+def test_records_of_another_producer_on_the_target_are_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Exactly once assumes the flow alone writes its target partitions: a partition that grew
+    by more than the batch copied, or that holds more than when the flow last saw it (a dead
+    run's request a throttling broker held back), is reported with the count."""
+    from kafka_mirror.engine.exactly_once import TargetEnds
+
+    flow = mm2_from_text(CONFIG).flows[0]
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    ends.record({("t", 0): (100, 400), ("t", 1): (70, 900)})
+    writer = BatchWriter(flow, tmp_path, {}, CountingTarget(), ends)
+    moved = [("t", 0), ("t", 1)]
+    start = {("t", 0): 100, ("t", 1): 70}
+    writer._report_late_writes(moved, start, {("A.t", 0): 415, ("A.t", 1): 900}, 7)
+    assert "A.t[0] holds 15 records more (offsets 400..414)" in caplog.text
+    assert "A.t[1]" not in caplog.text
+    caplog.clear()
+    end = {("t", 0): 110, ("t", 1): 80}
+    writer._report_foreign_writes(moved, start, end, {("A.t", 0): 415, ("A.t", 1): 900},
+                                  {("A.t", 0): 425, ("A.t", 1): 913}, 8)
+    assert "A.t[1] grew by 3 records more than the batch copied (offsets 900..912)" in caplog.text
+    assert "A.t[0]" not in caplog.text

@@ -39,7 +39,8 @@ CHURN_SECONDS = 180.0 if FULL else 5.0
 RETENTION_MS = 600_000 if FULL else 0
 RATE = 50.0  # records/s to the steady topic
 WARM_UP_TOPICS = 2  # the start figures are taken after this many topics came and went
-STATE_FILES = ("offset-ranges.json", "target-ends.json", "departed-topics.json")
+STATE_FILES = ("offset-ranges.json", "target-ends.json", "departed-topics.json",
+               "source-epochs.json")
 
 
 class SteadyProducer:
@@ -121,6 +122,9 @@ def _named(flow_dir: Path) -> set[str]:
         path = flow_dir / name
         if path.is_file():
             named |= {entry["topic"] for entry in json.loads(path.read_text())}
+    epochs = flow_dir / "source-epochs.json"
+    if epochs.is_file():
+        named |= set(json.loads(epochs.read_text()))
     generations = sorted(flow_dir.glob("gen-*"), key=lambda p: int(p.name[4:]))
     ids = generations[-1] / "topic-ids.json" if generations else None
     if ids is not None and ids.is_file():

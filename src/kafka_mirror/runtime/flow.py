@@ -295,6 +295,11 @@ class FlowRunner:
                                             skip_lost=not self.flow.fail_on_data_loss)
         return self.unclean
 
+    def close_unclean(self) -> None:
+        """The check's source clients, once opened (teardown)."""
+        if self.unclean is not None and isinstance(self.unclean.reader, JvmLeaderEpochs):
+            self.unclean.reader.close()
+
     def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
                      checkpoint: Path) -> None:
         writer = self._new_writer(spark, assignment, checkpoint)

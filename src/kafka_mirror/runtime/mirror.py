@@ -162,6 +162,7 @@ class Mirror:
                 teardown.flow_state.add(f"{flow.name} offset syncs", runner.offset_syncs.close)
             teardown.flow_state.add(f"{flow.name} target offsets",
                                     partial(_close_target_offsets, runner))
+            teardown.flow_state.add(f"{flow.name} source leader epochs", runner.close_unclean)
             runners[flow.path_name] = runner
         for runner in runners.values():
             runner.peers = runners

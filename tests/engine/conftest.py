@@ -32,6 +32,23 @@ def pytest_configure(config: pytest.Config) -> None:
         kafka_class_data.prime()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``xdist_group`` marks keep their tests on one worker again (``--dist loadgroup``):
+    pytest-xdist 3.8 names the group in ``item._nodeid``, which pytest 9 no longer reads (its
+    node ids are ``item._id``), so the groups were silently ignored and, for one, the 3-node fault
+    suite ran on every worker at once. The same suffix, set where pytest 9 reads it."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")  # type: ignore[attr-defined]
+
+
 def kafka_admin(cluster: LocalKafkaCluster) -> Any:
     """A confluent-kafka AdminClient for ``cluster``."""
     return cluster.admin()

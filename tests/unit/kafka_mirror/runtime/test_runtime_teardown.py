@@ -121,6 +121,9 @@ class FakeRunner:
     def save_ranges(self) -> None:
         self.log(f"{self.flow.name} ranges saved")
 
+    def close_unclean(self) -> None:
+        """Never opened here (no query started)."""
+
     def sync_topics(self) -> dict[str, int]:
         if self.flow.name == "B->A":
             raise RuntimeError("topic sync failed")

@@ -50,6 +50,7 @@ SINK_CLIENT_ID = "kafka-mirror-fsrc_to_fdst"  # the client id of the mirror's pr
 UNSYNCED = "sync.topic.configs.enabled = false\n"
 
 Pair = tuple[MultiNodeKafkaCluster, MultiNodeKafkaCluster]
+RUNS: list[Run] = []
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,12 @@ def three_node_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     pair = (MultiNodeKafkaCluster("fsrc3", home, heap="256m"),
             MultiNodeKafkaCluster("fdst3", home, heap="256m"))
     with running(pair):  # type: ignore[arg-type]
-        yield pair
+        try:
+            yield pair
+        finally:
+            # a test that failed half-way leaves no mirror behind
+            for run in RUNS:
+                run.mirror.cleanup()
 
 
 class Run:
@@ -78,6 +84,7 @@ class Run:
         self.logs = tmp_path
         self.mirror = MirrorProcess(self.args, tmp_path / "mirror.log").start()
         self.copied = LagGroup(self.source, topic).total
+        RUNS.append(self)
 
     def under_way(self, records: int = 2000) -> None:
         before = max(0, self.copied())

@@ -23,13 +23,14 @@
 #     configuration from the host's directories; a vendored copy would still need them.
 #   - libssl.so.3 / libcrypto.so.3: one OpenSSL per Python process (Python's ssl module
 #     uses the host's), with the host's CA store and openssl.cnf.
-# libcurl is not built in: OAUTHBEARER's OIDC method (sasl.oauthbearer.method=oidc), which
-# PyPI's wheels have, is unavailable; kafka-mirror and the collection do not use it.
+#   - libcurl.so.4: OAUTHBEARER's OIDC method (sasl.oauthbearer.method=oidc: client
+#     credentials from a token endpoint), as PyPI's wheels have it; the host's libcurl, with its
+#     CA store and its security updates (vendored, it would bring a second krb5 along).
 #
 # Runtime needs of a host that uses the wheel (Debian 12 / Ubuntu 22.04 or newer, x86_64,
 # same CPython minor version as the builder):
 #   libsasl2-2, libsasl2-modules-gssapi-mit (the GSSAPI plugin, pulls in the MIT krb5 libs),
-#   libssl3, and `kinit` from krb5-user: librdkafka runs sasl.kerberos.kinit.cmd (by default
+#   libssl3, libcurl4, and `kinit` from krb5-user: librdkafka runs sasl.kerberos.kinit.cmd (by default
 #   `kinit -R -t <keytab> -k <principal> || kinit -t <keytab> -k <principal>`) at start and
 #   every sasl.kerberos.min.time.before.relogin ms, plus an /etc/krb5.conf for the realm.
 #
@@ -132,6 +133,12 @@ conf = {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_PLAINTEXT
 for cls in (Producer, AdminClient):
     cls(dict(conf))   # raises "No provider for SASL mechanism GSSAPI" without Cyrus SASL
 print("SASL GSSAPI: accepted by Producer and AdminClient")
+oidc = {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "c", "sasl.oauthbearer.client.secret": "s",
+        "sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:1/token", "logger": quiet}
+AdminClient(oidc)   # raises "not supported in this build" without libcurl
+print("SASL OAUTHBEARER OIDC: accepted by AdminClient")
 if lib != want or "sasl_gssapi" not in (features[0] if features else ""):
     sys.exit(f"unexpected build: librdkafka {lib}, features {features}")
 PY
@@ -139,7 +146,8 @@ PY
 
 build() {
   # compilers and -dev packages (librdkafka uses Cyrus SASL for GSSAPI, no direct krb5 calls)
-  apt_ensure gcc g++ make pkg-config libc6-dev libsasl2-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev
+  apt_ensure gcc g++ make pkg-config libc6-dev libsasl2-dev libssl-dev zlib1g-dev libzstd-dev liblz4-dev \
+    libcurl4-openssl-dev
   command -v npm >/dev/null 2>&1 || apt_ensure npm
   "$PY" -c 'import venv, ensurepip' 2>/dev/null || apt_ensure python3-venv
 
@@ -166,13 +174,13 @@ build() {
   # 2. librdkafka against the system libraries: --no-download keeps mklove from fetching its
   #    modules, and no --install-deps (that would download dependency sources). Only the C
   #    library (src/) is built; the C++ wrapper, examples and tests are not needed.
-  echo "building librdkafka $RDKAFKA_VERSION (Cyrus SASL, OpenSSL, zstd, lz4, zlib)"
+  echo "building librdkafka $RDKAFKA_VERSION (Cyrus SASL, OpenSSL, libcurl, zstd, lz4, zlib)"
   (cd "$src" && ./configure --prefix="$prefix" --no-download --no-cache \
       --enable-gssapi --enable-ssl --enable-zstd --enable-zlib --enable-lz4-ext \
-      --disable-curl --disable-debug-symbols --enable-strip >"$WORK/configure.log" 2>&1) \
+      --enable-curl --disable-debug-symbols --enable-strip >"$WORK/configure.log" 2>&1) \
     || { tail -n 30 "$WORK/configure.log" >&2; exit 1; }
   local f
-  for f in WITH_SASL_CYRUS WITH_SSL WITH_ZSTD WITH_LZ4_EXT WITH_ZLIB; do  # "try" must have found them
+  for f in WITH_SASL_CYRUS WITH_SSL WITH_CURL WITH_ZSTD WITH_LZ4_EXT WITH_ZLIB; do  # "try" must have found them
     grep -Eq "^$f=[[:space:]]*y" "$src/Makefile.config" || { echo "configure: $f missing" >&2; exit 1; }
   done
   make -C "$src/src" -j2 >"$WORK/make.log" 2>&1 || { tail -n 30 "$WORK/make.log" >&2; exit 1; }
@@ -197,7 +205,7 @@ build() {
   mkdir -p "$OUT"
   rm -f "$OUT"/$wheel_glob
   LD_LIBRARY_PATH="$prefix/lib" PATH="$WORK/tools/bin:$PATH" "$WORK/tools/bin/auditwheel" -v repair \
-      --exclude libsasl2.so.2 --exclude libssl.so.3 --exclude libcrypto.so.3 --strip \
+      --exclude libsasl2.so.2 --exclude libssl.so.3 --exclude libcrypto.so.3 --exclude libcurl.so.4 --strip \
       -w "$OUT" "$WORK"/raw/*.whl >"$WORK/auditwheel.log" 2>&1 \
     || { tail -n 30 "$WORK/auditwheel.log" >&2; exit 1; }
 
@@ -213,7 +221,7 @@ build() {
 BUILT=$CACHE/built-$(sha256sum "$REPO/scripts/build-gssapi-client.sh" | cut -c1-16)
 wheel=$(find_wheel)
 cached=$([ -d "$BUILT" ] && find "$BUILT" -maxdepth 1 -name "$wheel_glob" | sort | tail -n 1 || true)
-if [ -n "$wheel" ] && [ "$force" -eq 0 ]; then
+if [ -n "$wheel" ] && [ -n "$cached" ] && cmp -s "$wheel" "$cached" && [ "$force" -eq 0 ]; then
   echo "up to date: $wheel (--force rebuilds)"
 elif [ -n "$cached" ] && [ "$force" -eq 0 ]; then
   mkdir -p "$OUT"; cp "$cached" "$OUT/"
@@ -227,7 +235,7 @@ else
 fi
 
 if [ -n "$install_venv" ]; then
-  apt_ensure libsasl2-2 libsasl2-modules-gssapi-mit krb5-user
+  apt_ensure libsasl2-2 libsasl2-modules-gssapi-mit krb5-user libcurl4
   "$PY" -m pip install -q --no-deps --force-reinstall "$wheel"
   check_gssapi "$PY"
   echo "installed into $install_venv"

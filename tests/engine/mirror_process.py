@@ -36,15 +36,20 @@ IDLE_SETTINGS = {
 
 
 def mm2_properties(
-    source: LocalKafkaCluster, destination: LocalKafkaCluster, extra: str = ""
+    source: LocalKafkaCluster, destination: LocalKafkaCluster, extra: str = "",
+    aliases: tuple[str, str] = ("source", "destination"),
 ) -> str:
+    """A one-flow mm2.properties between the clusters' PLAINTEXT listeners (``extra`` may set
+    other addresses and client settings per alias)."""
     given = {line.split("=", 1)[0].strip() for line in extra.splitlines() if "=" in line}
     idle = "".join(f"{k} = {v}\n" for k, v in IDLE_SETTINGS.items() if k not in given)
+    src, dst = aliases
+    addresses = "".join(f"{alias}.bootstrap.servers = {cluster.bootstrap}\n"
+                        for alias, cluster in ((src, source), (dst, destination))
+                        if f"{alias}.bootstrap.servers" not in given)
     return (
-        "clusters = source, destination\n"
-        f"source.bootstrap.servers = {source.bootstrap}\n"
-        f"destination.bootstrap.servers = {destination.bootstrap}\n"
-        "source->destination.enabled = true\n"
+        f"clusters = {src}, {dst}\n" + addresses +
+        f"{src}->{dst}.enabled = true\n"
         "replication.factor = 1\n"
         "refresh.topics.interval.seconds = 3\n"
         "spark.driver.memory = 768m\n"

@@ -8,6 +8,7 @@ MirrorMaker 2 runs the same scenario side by side for the re-read figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -343,22 +344,28 @@ def test_group_fails_over_without_skipping_and_exact_where_offsets_map(
                 return {}
             return {(o["topic"], o["partition"]): o["offset"] for o in out["offsets"]}
 
-        try:
-            wait_for(lambda: len(mm2_translated()) == 4, 180, "MM2 checkpoints")
-        except AssertionError as exc:  # stock MM2's side: what its checkpoint task said
-            log = mm2.log_path.read_text(encoding="utf-8", errors="replace")
-            lines = [line for line in log.splitlines() if "heckpoint" in line or "ERROR" in line]
-            raise AssertionError(f"{exc}\nMM2 log (checkpoints, errors):\n"
-                                 + "\n".join(lines[-40:])) from None
+        # MM2 translates a partition only from an offset sync at or below the group's offset
+        # that its checkpoint task still holds: which it holds depends on how the syncs and the
+        # task's first read of them interleaved (OffsetSyncStore keeps only the last sync per
+        # partition seen before that read ends), so now and then a partition gets none. That
+        # is MM2's result, reported side by side, not a failure of this test.
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: len(mm2_translated()) == 4, 120, "MM2 checkpoints")
         theirs = mm2_translated()
+        assert theirs, "MM2 emitted no checkpoint at all"
     report = []
     for p, group_offset in sorted(PLAIN_COMMITS.items()):
+        mine_text = (f"{plain}[{p}] at {group_offset}: kafka-mirror re-reads "
+                     f"{rereads[(plain, p)]}, MirrorMaker 2 ")
+        if (f"{mm_alias}.{plain}", p) not in theirs:
+            report.append(mine_text + "has no checkpoint (its consumer would start from "
+                          "auto.offset.reset)")
+            continue
         target = _records(destination_cluster, f"{mm_alias}.{plain}", p)
         skipped, reread = _resume_check(source[(plain, p)], target, group_offset,
                                         theirs[(f"{mm_alias}.{plain}", p)])
         assert skipped == 0
-        report.append(f"{plain}[{p}] at {group_offset}: kafka-mirror re-reads "
-                      f"{rereads[(plain, p)]}, MirrorMaker 2 re-reads {reread}")
+        report.append(mine_text + f"re-reads {reread}")
     print("\n".join(report))
 
 

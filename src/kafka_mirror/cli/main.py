@@ -20,7 +20,7 @@ from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
 from kafka_mirror.errors import ConfigError, MirrorError
 from kafka_mirror.jvm_artifacts import JvmArtifactsMissing
-from kafka_mirror.kafka.clients import admin_properties, consumer_properties
+from kafka_mirror.kafka.clients import admin_properties, check_data_path_keys, consumer_properties
 from kafka_mirror.kafka.librdkafka import librdkafka_config
 from kafka_mirror.observability.log_setup import setup_logging
 from kafka_mirror.state.lock import StateDirLock
@@ -304,6 +304,7 @@ def _describe_config(config: MirrorConfig, label: str) -> None:
         librdkafka_config(admin_properties(cluster), f"{label}: cluster '{alias}'")
     for flow in config.flows:
         librdkafka_config(consumer_properties(flow), f"{label}: cluster '{flow.source.alias}'")
+        check_data_path_keys(flow)
     for flow in config.flows:
         print(
             f"flow {flow.name}: topics {','.join(flow.topic_filter.include)} "

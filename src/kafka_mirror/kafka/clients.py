@@ -57,6 +57,32 @@ _SPARK_SOURCE_MANAGED = frozenset(
 _SPARK_SINK_MANAGED = frozenset({"key.serializer", "value.serializer"})
 
 
+# Java client keys newer than the Kafka clients Spark's Kafka connector ships (3.9), which would
+# ignore them (a login that then fails with no word about why): key prefix -> what 3.9 takes
+DATA_PATH_KAFKA_CLIENTS = "3.9"
+_NEWER_CLIENT_KEYS = {
+    "sasl.oauthbearer.client.credentials.client.id": 'clientId="..." in sasl.jaas.config',
+    "sasl.oauthbearer.client.credentials.client.secret": 'clientSecret="..." in sasl.jaas.config',
+    "sasl.oauthbearer.scope": 'scope="..." in sasl.jaas.config',
+    "sasl.oauthbearer.jwt.retriever.class": "OAuthBearerLoginCallbackHandler (client credentials)",
+    "sasl.oauthbearer.jwt.validator.class": "the default validation",
+    "sasl.oauthbearer.assertion.": "client credentials with a client secret",
+}
+
+
+def check_data_path_keys(flow: FlowSpec) -> None:
+    """A ConfigError naming the first key the data path's Java clients would silently ignore."""
+    for cluster, props in ((flow.source.alias, consumer_properties(flow)),
+                           (flow.target.alias, producer_properties(flow))):
+        for key in sorted(props):
+            instead = next((v for k, v in _NEWER_CLIENT_KEYS.items() if key.startswith(k)), None)
+            if instead is not None:
+                raise ConfigError(
+                    f"needs Kafka clients 4.1 or newer; the data path (Spark's Kafka connector) "
+                    f"runs Kafka clients {DATA_PATH_KAFKA_CLIENTS}, which ignore it: use "
+                    f"{instead}", source=f"cluster '{cluster}'", key=key)
+
+
 def consumer_properties(flow: FlowSpec) -> dict[str, str]:
     """Java consumer settings for reading the flow's source cluster."""
     source = flow.source

@@ -130,6 +130,71 @@ def _kerberos_config(
     return conf
 
 
+def _oauthbearer_config(
+    module: str, options: Mapping[str, str], props: Mapping[str, str], what: str
+) -> dict[str, str]:
+    """librdkafka settings for SASL OAUTHBEARER as the Java clients take it: with Kafka's
+    ``OAuthBearerLoginCallbackHandler`` the OIDC client credentials grant (token endpoint, client
+    id and secret, scope, SASL extensions; librdkafka's ``sasl.oauthbearer.method=oidc``),
+    without a login callback handler Kafka's unsecured JWTs (development only)."""
+
+    def fail(key: str, message: str) -> ConfigError:
+        return ConfigError(message, source=what, key=key)
+
+    if module.rsplit(".", 1)[-1] != "OAuthBearerLoginModule":
+        raise fail("sasl.jaas.config", "sasl.mechanism OAUTHBEARER needs "
+                   f"org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule, "
+                   f"not {module}")
+    extensions = {k.removeprefix("extension_"): v for k, v in options.items()
+                  if k.startswith("extension_")}
+    handler = props.get("sasl.login.callback.handler.class", "").strip()
+    if not handler:
+        return _unsecured_jwt_config(options, extensions, what)
+    if handler.rsplit(".", 1)[-1] != "OAuthBearerLoginCallbackHandler":
+        raise fail("sasl.login.callback.handler.class",
+                   f"the control plane (librdkafka) cannot run the Java login callback handler "
+                   f"{handler}; it supports Kafka's own OAuthBearerLoginCallbackHandler (OIDC "
+                   "client credentials)")
+    url = props.get("sasl.oauthbearer.token.endpoint.url", "").strip()
+    if not url.lower().startswith(("http://", "https://")):
+        raise fail("sasl.oauthbearer.token.endpoint.url",
+                   "OAuthBearerLoginCallbackHandler needs the OIDC provider's token endpoint "
+                   "(http:// or https://)" + (f", not {url!r}" if url else ""))
+    client_id, secret = options.get("clientId", ""), options.get("clientSecret", "")
+    if not client_id or not secret:
+        raise fail("sasl.jaas.config", 'OAuthBearerLoginCallbackHandler needs clientId="..." '
+                   'and clientSecret="..." in the JAAS line')
+    conf = {"sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.token.endpoint.url": url,
+            "sasl.oauthbearer.client.id": client_id, "sasl.oauthbearer.client.secret": secret}
+    scope = options.get("scope", "")
+    if scope:
+        conf["sasl.oauthbearer.scope"] = scope
+    if extensions:
+        conf["sasl.oauthbearer.extensions"] = ",".join(f"{k}={v}" for k, v in extensions.items())
+    return conf
+
+
+def _unsecured_jwt_config(
+    options: Mapping[str, str], extensions: Mapping[str, str], what: str
+) -> dict[str, str]:
+    """Kafka's unsecured JWTs (``OAuthBearerUnsecuredLoginCallbackHandler``): the subject,
+    lifetime and extensions librdkafka can build the same way."""
+    subject = options.get("unsecuredLoginStringClaim_sub", "")
+    if not subject:
+        raise ConfigError(
+            "OAUTHBEARER without sasl.login.callback.handler.class means Kafka's unsecured JWTs, "
+            "which need unsecuredLoginStringClaim_sub=\"...\" in the JAAS line; for an OIDC "
+            "provider set sasl.login.callback.handler.class="
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+            source=what, key="sasl.jaas.config")
+    parts = [f"principal={subject}"]
+    if options.get("unsecuredLoginLifetimeSeconds"):
+        parts.append(f"lifeSeconds={options['unsecuredLoginLifetimeSeconds']}")
+    parts += [f"extension_{k}={v}" for k, v in extensions.items()]
+    return {"enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": " ".join(parts)}
+
+
 def _sasl_config(props: Mapping[str, str], what: str) -> dict[str, str]:
     """librdkafka settings from ``sasl.jaas.config`` for the configured SASL mechanism (none
     unless the security protocol is SASL_*: the Java clients ignore the line then too)."""
@@ -149,6 +214,8 @@ def _sasl_config(props: Mapping[str, str], what: str) -> dict[str, str]:
     mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
     if mechanism == "GSSAPI":
         return _kerberos_config(module, options, props, what)
+    if mechanism == "OAUTHBEARER":
+        return _oauthbearer_config(module, options, props, what)
     conf: dict[str, str] = {}
     if "username" in options:
         conf["sasl.username"] = options["username"]

@@ -26,7 +26,7 @@ from kafka_mirror.engine.session import (
 )
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.clients import durability_warnings
+from kafka_mirror.kafka.clients import check_data_path_keys, durability_warnings
 from kafka_mirror.observability.lag import LagCommitter
 from kafka_mirror.observability.metrics import MirrorMetrics
 from kafka_mirror.observability.null_metrics import Metrics, NullMetrics
@@ -98,6 +98,7 @@ class Mirror:
         for notice in self.config.notices:
             log.warning("%s", notice)
         for flow in self.config.flows:
+            check_data_path_keys(flow)
             for warning in durability_warnings(flow):
                 log.warning("%s", warning)
         conf, class_data = self._spark_conf(teardown)

@@ -1,0 +1,251 @@
+"""A real OIDC provider for OAUTHBEARER tests: Keycloak, from its distribution on Maven Central
+(``org.keycloak:keycloak-quarkus-dist``), in development mode (its own H2 database) on 127.0.0.1.
+
+``with LocalOidcProvider(workdir, clients={"mirror": "secret"}) as idp:`` starts a realm whose
+confidential clients get tokens by the client credentials grant (``idp.token_endpoint``); brokers
+validate them with the realm's keys (``idp.jwks_endpoint``, :func:`oauth_cluster`).
+
+The distribution is fetched once with Maven into ``${KAFKA_MIRROR_CACHE:-~/.cache/kafka-mirror}``
+and started there once, so that Keycloak's build step (about 40 s on 2 cores) is done then; each
+provider runs from a copy of that home (its database and logs are its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from kafka_mirror.jvm_artifacts import java_executable
+from kafka_mirror_testing.localcluster import (
+    LOOPBACK,
+    JvmProcess,
+    LocalClusterError,
+    LocalKafkaCluster,
+    free_port,
+    tail,
+)
+from kafka_mirror_testing.service import Service
+
+__all__ = ["KEYCLOAK_VERSION", "OAUTH_LISTENER", "LocalOidcProvider", "keycloak_home",
+           "oauth_cluster"]
+
+KEYCLOAK_VERSION = "26.7.3"
+_ARTIFACT = f"org.keycloak:keycloak-quarkus-dist:{KEYCLOAK_VERSION}:zip"
+REALM = "kafka"
+AUDIENCE = "kafka-brokers"
+OAUTH_LISTENER = "OAUTH"
+LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("KAFKA_MIRROR_CACHE") or "~/.cache/kafka-mirror").expanduser()
+
+
+def keycloak_home(timeout: float = 600.0) -> Path:
+    """The cached, already built Keycloak home (fetched, unpacked and started once)."""
+    cache = _cache_dir()
+    home = cache / f"keycloak-{KEYCLOAK_VERSION}"
+    if (home / ".built").exists():
+        return home
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / f"keycloak-{KEYCLOAK_VERSION}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (home / ".built").exists():
+            return home
+        with tempfile.TemporaryDirectory(dir=cache, prefix="keycloak-") as scratch:
+            work = Path(scratch)
+            subprocess.run(
+                ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={_ARTIFACT}",
+                 f"-DoutputDirectory={work}", "-Dtransitive=false"],
+                check=True, timeout=timeout, stdout=subprocess.DEVNULL)
+            (archive,) = work.glob("keycloak-quarkus-dist-*.zip")
+            subprocess.run(["unzip", "-q", str(archive), "-d", str(work)], check=True,
+                           timeout=timeout)
+            built = work / f"keycloak-{KEYCLOAK_VERSION}"
+            # the first start builds the server (lib/quarkus); its database is thrown away
+            with LocalOidcProvider(work / "first-start", clients={}, home=built,
+                                   start_timeout=timeout):
+                pass
+            shutil.rmtree(built / "data", ignore_errors=True)
+            (built / ".built").touch()
+            shutil.rmtree(home, ignore_errors=True)
+            built.rename(home)
+    return home
+
+
+class LocalOidcProvider(Service):
+    """Keycloak with one realm (``kafka``) whose ``clients`` (id -> secret) are confidential
+    clients allowed the client credentials grant; access tokens live ``token_seconds``."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        clients: Mapping[str, str],
+        *,
+        token_seconds: int = 300,
+        heap: str = "512m",
+        home: Path | None = None,
+        start_timeout: float = 180.0,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.clients = dict(clients)
+        self.token_seconds = token_seconds
+        self.heap = heap
+        self._home = home
+        self.start_timeout = start_timeout
+        self.port = 0
+        self._admin_password = secrets.token_urlsafe(12)
+        self._proc: JvmProcess | None = None
+
+    # ------------------------------------------------------------------ addresses
+    @property
+    def issuer(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}/realms/{REALM}"
+
+    @property
+    def token_endpoint(self) -> str:
+        return f"{self.issuer}/protocol/openid-connect/token"
+
+    @property
+    def jwks_endpoint(self) -> str:
+        return f"{self.issuer}/protocol/openid-connect/certs"
+
+    def token(self, client_id: str, secret: str) -> dict[str, Any]:
+        """A client credentials grant, as the Kafka clients make it (the JSON answer)."""
+        body = urllib.parse.urlencode({"grant_type": "client_credentials",
+                                       "client_id": client_id, "client_secret": secret})
+        with urllib.request.urlopen(self.token_endpoint, body.encode(), timeout=10) as answer:
+            return dict(json.load(answer))
+
+    def logins(self, client_id: str) -> list[int]:
+        """When (epoch ms) ``client_id`` got each of its tokens, oldest first (the realm's
+        CLIENT_LOGIN events, read with the admin API)."""
+        body = urllib.parse.urlencode({"grant_type": "password", "client_id": "admin-cli",
+                                       "username": "admin", "password": self._admin_password})
+        with urllib.request.urlopen(f"http://{LOOPBACK}:{self.port}/realms/master/protocol/"
+                                    "openid-connect/token", body.encode(), timeout=10) as answer:
+            admin = json.load(answer)["access_token"]
+        query = urllib.parse.urlencode({"client": client_id, "type": "CLIENT_LOGIN",
+                                        "max": 10_000})
+        request = urllib.request.Request(
+            f"http://{LOOPBACK}:{self.port}/admin/realms/{REALM}/events?{query}",
+            headers={"Authorization": f"Bearer {admin}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return sorted(int(event["time"]) for event in json.load(answer))
+
+    # ------------------------------------------------------------------ lifecycle
+    def _realm(self) -> dict[str, Any]:
+        return {
+            "realm": REALM, "enabled": True, "accessTokenLifespan": self.token_seconds,
+            # every token a client gets is an event (:meth:`logins`)
+            "eventsEnabled": True, "enabledEventTypes": ["CLIENT_LOGIN"],
+            "clients": [
+                {"clientId": client, "secret": secret, "enabled": True, "publicClient": False,
+                 "serviceAccountsEnabled": True, "standardFlowEnabled": False,
+                 "directAccessGrantsEnabled": False, "protocol": "openid-connect",
+                 # tokens name the brokers as their audience, which the brokers check
+                 "protocolMappers": [{
+                     "name": "kafka-audience", "protocol": "openid-connect",
+                     "protocolMapper": "oidc-audience-mapper",
+                     "config": {"included.custom.audience": AUDIENCE,
+                                "access.token.claim": "true", "id.token.claim": "false"}}]}
+                for client, secret in self.clients.items()
+            ],
+        }
+
+    def start(self) -> Self:
+        if self._home is None:
+            source = keycloak_home()
+            self._home = self.workdir / "keycloak"
+            if not self._home.exists():
+                shutil.copytree(source, self._home, symlinks=True)
+        home = self._home
+        (home / "data" / "import").mkdir(parents=True, exist_ok=True)
+        (home / "data" / "import" / f"{REALM}-realm.json").write_text(json.dumps(self._realm()))
+        self.port = free_port()
+        java = Path(java_executable()).resolve()
+        env = {"JAVA_HOME": str(java.parents[1]), "JAVA": str(java),
+               "JAVA_OPTS_KC_HEAP": f"-Xms64m -Xmx{self.heap}",
+               "KC_BOOTSTRAP_ADMIN_USERNAME": "admin",
+               "KC_BOOTSTRAP_ADMIN_PASSWORD": self._admin_password}
+        self._proc = JvmProcess(
+            "keycloak",
+            [str(home / "bin" / "kc.sh"), "start-dev", "--import-realm",
+             f"--http-host={LOOPBACK}", f"--http-port={self.port}",
+             f"--http-management-port={free_port()}", "--log-level=WARN"],
+            self.workdir / "keycloak.log", cwd=self.workdir, env=env)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._proc.start()
+        try:
+            self._wait_ready(time.monotonic() + self.start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, deadline: float) -> None:
+        url = f"{self.issuer}/.well-known/openid-configuration"
+        while True:
+            with (contextlib.suppress(urllib.error.URLError, OSError),
+                  urllib.request.urlopen(url, timeout=5) as answer):
+                if answer.status == 200:
+                    return
+            assert self._proc is not None
+            if not self._proc.alive():
+                raise LocalClusterError(f"Keycloak exited:\n{tail(self._proc.log_path)}")
+            if time.monotonic() > deadline:
+                raise LocalClusterError(f"Keycloak not ready:\n{tail(self._proc.log_path)}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.stop(timeout=30)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def __repr__(self) -> str:
+        return f"LocalOidcProvider(pid={self.pid}, issuer={self.issuer})"
+
+
+def oauth_cluster(
+    name: str, workdir: Path, idp: LocalOidcProvider, *, heap: str = "384m",
+    server_overrides: Mapping[str, str] | None = None,
+) -> LocalKafkaCluster:
+    """A (not yet started) single-node cluster with a listener ``OAUTH`` (SASL_PLAINTEXT,
+    OAUTHBEARER) that accepts only JWTs signed by ``idp``'s realm keys, issued by it for the
+    audience ``kafka-brokers``; the
+    PLAINTEXT listener stays for the harness. The broker (Kafka 4) reads the keys only from URLs
+    its ``org.apache.kafka.sasl.oauthbearer.allowed.urls`` system property allows."""
+    prefix = f"listener.name.{OAUTH_LISTENER.lower()}"
+    overrides = {
+        f"{prefix}.sasl.enabled.mechanisms": "OAUTHBEARER",
+        f"{prefix}.oauthbearer.sasl.jaas.config": f"{LOGIN_MODULE} required ;",
+        f"{prefix}.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_endpoint,
+        "sasl.oauthbearer.expected.issuer": idp.issuer,
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        **(server_overrides or {}),
+    }
+    return LocalKafkaCluster(
+        name, workdir, heap=heap, extra_listeners={OAUTH_LISTENER: "SASL_PLAINTEXT"},
+        server_overrides=overrides,
+        jvm_args=[f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={idp.jwks_endpoint}"],
+    )
+

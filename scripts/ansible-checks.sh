@@ -27,7 +27,7 @@
 #            (tests/integration/jmx_exporter.py; needs a JDK: java, javac, keytool). Also run by `render`.
 #   modules: the modules against two real single-node Kafka clusters on 127.0.0.1 (needs the jars of
 #            `mvn -f jvm/pom.xml package`; tests/integration/modules.yml), then against a third one with
-#            SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners (tests/integration/modules_secured.yml,
+#            SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512, OAUTHBEARER) and SSL listeners (tests/integration/modules_secured.yml,
 #            run with -vvv; fails when a password shows up in the output), then the kerberos step
 #   flows:   kafka.mirror.preflight (disk headroom) and kafka.mirror.topics for hosts with mirror_flows
 #            (active-active, aggregation, a flow shared by two hosts, a disabled flow) against three
@@ -284,12 +284,14 @@ run_modules() {
       bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-c || true
     fi
   fi
-  # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512) and SSL listeners and random passwords.
+  # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512), SSL and OAUTHBEARER listeners (the
+  # latter's JWTs from a Keycloak it starts: about a minute more the first time on a machine, while
+  # Keycloak's distribution is fetched and built into the cache) and random passwords.
   local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log
   if [ $rc -eq 0 ]; then
     python "$REPO/tests/integration/secured_cluster.py" "$WORK/secured" "$vars" >"$WORK/secured-cluster.log" 2>&1 &
     secured_pid=$!
-    for _ in $(seq 240); do
+    for _ in $(seq 480); do
       [ -f "$vars" ] && break
       kill -0 "$secured_pid" 2>/dev/null || break
       sleep 0.5
@@ -311,7 +313,7 @@ import json
 import sys
 secrets = json.load(open(sys.argv[1]))
 text = open(sys.argv[2], errors='replace').read()
-print(' '.join(k for k in ('plain_password', 'scram_password', 'wrong_password') if secrets[k] in text))
+print(' '.join(k for k in ('plain_password', 'scram_password', 'wrong_password', 'oauth_client_secret') if secrets[k] in text))
 PY
 )
     if [ -n "$leaked" ]; then echo "SECRET LEAK: $leaked found in the -vvv output"; rc=1; else echo "no password in the -vvv output ($(wc -l <"$play_log") lines)"; fi

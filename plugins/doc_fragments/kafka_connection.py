@@ -54,8 +54,10 @@ options:
       - SASL mechanism for the source cluster. Required when O(source_security_protocol) is C(SASL_PLAINTEXT) or C(SASL_SSL).
       - C(PLAIN) and C(SCRAM-*) use O(source_sasl_username) and O(source_sasl_password).
       - C(GSSAPI) (Kerberos) uses O(source_kerberos_principal), O(source_kerberos_keytab) and O(source_kerberos_service_name).
+      - C(OAUTHBEARER) gets tokens from an OIDC provider by the client credentials grant, with
+        O(source_oauth_token_endpoint_url), O(source_oauth_client_id), O(source_oauth_client_secret) and O(source_oauth_scope).
     type: str
-    choices: [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI]
+    choices: [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI, OAUTHBEARER]
   source_sasl_username:
     description:
       - SASL user name for the source cluster (PLAIN and SCRAM).
@@ -63,6 +65,23 @@ options:
   source_sasl_password:
     description:
       - SASL password for the source cluster (PLAIN and SCRAM). Never logged.
+    type: str
+  source_oauth_token_endpoint_url:
+    description:
+      - The OIDC provider's token endpoint for the source cluster (C(OAUTHBEARER)), C(https://) or C(http://).
+      - An C(https) endpoint is verified with O(source_ssl_ca_location) when it is set, else the system's CAs.
+    type: str
+  source_oauth_client_id:
+    description:
+      - The OAuth client ID for the source cluster (C(OAUTHBEARER)).
+    type: str
+  source_oauth_client_secret:
+    description:
+      - The OAuth client secret for the source cluster (C(OAUTHBEARER)). Never logged.
+    type: str
+  source_oauth_scope:
+    description:
+      - The scope asked for with the source cluster's tokens (C(OAUTHBEARER)), if the provider needs one.
     type: str
   source_kerberos_principal:
     description:
@@ -125,8 +144,10 @@ options:
       - SASL mechanism for the destination cluster. Required when O(destination_security_protocol) is C(SASL_PLAINTEXT) or C(SASL_SSL).
       - C(PLAIN) and C(SCRAM-*) use O(destination_sasl_username) and O(destination_sasl_password).
       - C(GSSAPI) (Kerberos) uses O(destination_kerberos_principal), O(destination_kerberos_keytab) and O(destination_kerberos_service_name).
+      - C(OAUTHBEARER) gets tokens from an OIDC provider by the client credentials grant, with
+        O(destination_oauth_token_endpoint_url), O(destination_oauth_client_id), O(destination_oauth_client_secret) and O(destination_oauth_scope).
     type: str
-    choices: [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI]
+    choices: [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI, OAUTHBEARER]
   destination_sasl_username:
     description:
       - SASL user name for the destination cluster (PLAIN and SCRAM).
@@ -134,6 +155,23 @@ options:
   destination_sasl_password:
     description:
       - SASL password for the destination cluster (PLAIN and SCRAM). Never logged.
+    type: str
+  destination_oauth_token_endpoint_url:
+    description:
+      - The OIDC provider's token endpoint for the destination cluster (C(OAUTHBEARER)), C(https://) or C(http://).
+      - An C(https) endpoint is verified with O(destination_ssl_ca_location) when it is set, else the system's CAs.
+    type: str
+  destination_oauth_client_id:
+    description:
+      - The OAuth client ID for the destination cluster (C(OAUTHBEARER)).
+    type: str
+  destination_oauth_client_secret:
+    description:
+      - The OAuth client secret for the destination cluster (C(OAUTHBEARER)). Never logged.
+    type: str
+  destination_oauth_scope:
+    description:
+      - The scope asked for with the destination cluster's tokens (C(OAUTHBEARER)), if the provider needs one.
     type: str
   destination_kerberos_principal:
     description:

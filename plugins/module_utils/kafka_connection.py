@@ -43,7 +43,7 @@ except ImportError:
 SIDES = ('source', 'destination')
 
 SECURITY_PROTOCOLS = ['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL']
-SASL_MECHANISMS = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'GSSAPI']
+SASL_MECHANISMS = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'GSSAPI', 'OAUTHBEARER']
 
 
 def _base_spec():
@@ -57,6 +57,10 @@ def _base_spec():
         kerberos_principal=dict(type='str'),
         kerberos_keytab=dict(type='path', no_log=False),
         kerberos_service_name=dict(type='str', default='kafka'),
+        oauth_token_endpoint_url=dict(type='str', no_log=False),
+        oauth_client_id=dict(type='str'),
+        oauth_client_secret=dict(type='str', no_log=True),
+        oauth_scope=dict(type='str'),
         ssl_ca_location=dict(type='path'),
         ssl_certificate_location=dict(type='path'),
         ssl_key_location=dict(type='path', no_log=False),
@@ -83,6 +87,8 @@ def connection_required_if(sides=SIDES):
         rules.append(('%s_sasl_mechanism' % side, 'PLAIN', ('%s_sasl_username' % side, '%s_sasl_password' % side)))
         rules.append(('%s_sasl_mechanism' % side, 'SCRAM-SHA-256', ('%s_sasl_username' % side, '%s_sasl_password' % side)))
         rules.append(('%s_sasl_mechanism' % side, 'SCRAM-SHA-512', ('%s_sasl_username' % side, '%s_sasl_password' % side)))
+        rules.append(('%s_sasl_mechanism' % side, 'OAUTHBEARER',
+                      ('%s_oauth_token_endpoint_url' % side, '%s_oauth_client_id' % side, '%s_oauth_client_secret' % side)))
         rules.append(('%s_security_protocol' % side, 'SASL_PLAINTEXT', ('%s_sasl_mechanism' % side,)))
         rules.append(('%s_security_protocol' % side, 'SASL_SSL', ('%s_sasl_mechanism' % side,)))
     return rules
@@ -115,6 +121,14 @@ def librdkafka_config(params, side, timeout=30):
                 # tickets from the cache of an earlier kinit: librdkafka must not run kinit
                 # (its default kinit command needs a keytab)
                 conf['sasl.kerberos.min.time.before.relogin'] = 0
+        elif p['sasl_mechanism'] == 'OAUTHBEARER':
+            # the OIDC client credentials grant, done by librdkafka (needs its libcurl)
+            conf['sasl.oauthbearer.method'] = 'oidc'
+            conf['sasl.oauthbearer.token.endpoint.url'] = p.get('oauth_token_endpoint_url')
+            conf['sasl.oauthbearer.client.id'] = p.get('oauth_client_id')
+            conf['sasl.oauthbearer.client.secret'] = p.get('oauth_client_secret')
+            if p.get('oauth_scope'):
+                conf['sasl.oauthbearer.scope'] = p['oauth_scope']
         else:
             conf['sasl.username'] = p.get('sasl_username')
             conf['sasl.password'] = p.get('sasl_password')
@@ -147,6 +161,8 @@ def kafka_python_config(params, side, timeout=30):
         if p['sasl_mechanism'] == 'GSSAPI':
             # credentials: the side's private cache and client keytab set by kerberos_login()
             conf['sasl_kerberos_service_name'] = p.get('kerberos_service_name') or 'kafka'
+        elif p['sasl_mechanism'] == 'OAUTHBEARER':
+            conf['sasl_oauth_token_provider'] = kafka_python_token_provider(p, timeout)
         else:
             conf['sasl_plain_username'] = p.get('sasl_username')
             conf['sasl_plain_password'] = p.get('sasl_password')
@@ -161,6 +177,62 @@ def kafka_python_config(params, side, timeout=30):
         if p.get('ssl_key_password'):
             conf['ssl_password'] = p['ssl_key_password']
     return conf
+
+
+class ClientCredentialsTokens(object):
+    """kafka-python's OAUTHBEARER token provider (its ``token()`` method) for the OIDC client
+    credentials grant, which kafka-python cannot do itself: one POST to the token endpoint per
+    token, kept until a minute before it expires. ``ca_location`` verifies an https endpoint."""
+
+    def __init__(self, url, client_id, secret, scope=None, ca_location=None, timeout=30):
+        self.url, self.client_id, self.scope = url, client_id, scope
+        self._secret = secret
+        self._ca = ca_location
+        self._timeout = timeout
+        self._token, self._renew_at = None, 0.0
+
+    def token(self):
+        if self._token is None or time.time() >= self._renew_at:
+            self._token, lifetime = self._fetch()
+            self._renew_at = time.time() + max(0, lifetime - 60)
+        return self._token
+
+    def extensions(self):
+        return {}
+
+    def _fetch(self):
+        import json
+        from urllib.error import HTTPError, URLError
+        from urllib.parse import urlencode
+
+        from ansible.module_utils.urls import open_url
+        form = dict(grant_type='client_credentials', client_id=self.client_id, client_secret=self._secret)
+        if self.scope:
+            form['scope'] = self.scope
+        try:
+            answer = open_url(self.url, data=urlencode(form), method='POST', timeout=self._timeout, ca_path=self._ca,
+                              headers={'Content-Type': 'application/x-www-form-urlencoded'})
+            body = json.loads(answer.read().decode('utf-8'))
+        except HTTPError as err:
+            raise KafkaModuleError('OAuth token endpoint %s refused client %s: HTTP %s %s'
+                                   % (self.url, self.client_id, err.code, err.read().decode('utf-8', 'replace')[:300]))
+        except (URLError, OSError, ValueError) as err:
+            raise KafkaModuleError('OAuth token endpoint %s: %s' % (self.url, to_text(err)))
+        if 'access_token' not in body:
+            raise KafkaModuleError('OAuth token endpoint %s answered without an access_token' % self.url)
+        return body['access_token'], int(body.get('expires_in') or 300)
+
+
+def kafka_python_token_provider(side, timeout=30):
+    """A ClientCredentialsTokens that is also kafka-python's AbstractTokenProvider (which
+    kafka-python requires), for one side's settings (without prefix)."""
+    try:
+        from kafka.net.sasl.oauth import AbstractTokenProvider  # kafka-python 3
+    except ImportError:
+        from kafka.sasl.oauth import AbstractTokenProvider  # kafka-python 2
+    provider = type('ClientCredentialsTokenProvider', (ClientCredentialsTokens, AbstractTokenProvider), {})
+    return provider(side.get('oauth_token_endpoint_url'), side.get('oauth_client_id'),
+                    side.get('oauth_client_secret'), side.get('oauth_scope'), side.get('ssl_ca_location'), timeout)
 
 
 _KRB5_ENV = ('KRB5CCNAME', 'KRB5_CLIENT_KTNAME')
@@ -257,7 +329,8 @@ def describe_side(params, side):
     how = p['security_protocol']
     if p.get('sasl_mechanism'):
         how += ' ' + p['sasl_mechanism']
-        user = p.get('kerberos_principal') if p['sasl_mechanism'] == 'GSSAPI' else p.get('sasl_username')
+        user = dict(GSSAPI=p.get('kerberos_principal'), OAUTHBEARER=p.get('oauth_client_id')).get(
+            p['sasl_mechanism'], p.get('sasl_username'))
         if user:
             how += ' user %s' % user
     return '%s cluster (%s, %s)' % (side, ','.join(p['bootstrap_servers']), how)

@@ -75,11 +75,16 @@ def _all_nodes_up(source: MultiNodeKafkaCluster) -> None:
     source.start()
 
 
-@pytest.mark.parametrize("fail_on_data_loss", [True, False], ids=["fail", "skip"])
+@pytest.mark.parametrize(("fail_on_data_loss", "mode"), [
+    (True, "micro-batch"), (False, "micro-batch"), (True, "realtime")],
+    ids=["fail", "skip", "realtime-fail"])
 def test_unclean_leader_election_on_the_source_is_found_and_named(
     three_nodes: MultiNodeKafkaCluster, destination_cluster: LocalKafkaCluster,
-    unique_topic: str, tmp_path: Path, fail_on_data_loss: bool,
+    unique_topic: str, tmp_path: Path, fail_on_data_loss: bool, mode: str,
 ) -> None:
+    """Real-time mode finds it a check or two later (every 5 s, after the election), not
+    before it reads on: the target may hold records written after the election too, and an
+    election while the mirror is stopped is not found at its start (docs/reliability.md)."""
     source, destination = three_nodes, destination_cluster
     _all_nodes_up(source)
     topic, target = unique_topic, f"source.{unique_topic}"
@@ -89,6 +94,7 @@ def test_unclean_leader_election_on_the_source_is_found_and_named(
     config.write_text(mm2_properties(source, destination,  # type: ignore[arg-type]
                                      f"topics = {topic}\n"
                                      f"mirror.fail.on.data.loss = {policy}\n"
+                                     f"mirror.mode = {mode}\n"
                                      "offset-syncs.topic.location = target\n"))
     args = ["run", str(config), "--state-dir", str(tmp_path / "state")]
     mirror = MirrorProcess(args, tmp_path / "mirror.log").start()
@@ -101,8 +107,14 @@ def test_unclean_leader_election_on_the_source_is_found_and_named(
             stop = next(line for line in mirror.output().splitlines()
                         if "stopped for good: an unclean leader election" in line)
             assert named in stop and "cluster 'source'" in stop, stop
-            # nothing past the lost offsets was written
             copied = _tagged("a", 0, 50) + _tagged("b", 0, 50)
+            if mode == "realtime":
+                keys = _keys(_copies(destination, target))
+                assert keys[:100] == copied and len(keys) == len(set(keys)), keys
+                mirror.terminate(60)
+                assert "Traceback" not in mirror.output()
+                return
+            # nothing past the lost offsets was written
             wait_for(lambda: _keys(_copies(destination, target)) == copied, 60,
                      "the target holding the first 100 records and nothing else")
             mirror.terminate(60)

@@ -4,14 +4,21 @@ A clean election keeps every committed record; an unclean one (``unclean.leader.
 makes a replica that lacked some of them the leader, and the records written after it take the
 offsets of those lost. A mirror past those offsets would skip the new records without a word.
 
-Around every batch the flow asks the source, for the partitions the batch moves, their end
-offsets and leader epochs (after Spark planned the batch, before it reads it: every record below
-the batch's end was committed under that epoch or an older one). When a partition's epoch
-changed since the flow last saw it, the current leader is asked where the log of the epoch the
-flow knew ends (OffsetsForLeaderEpoch, as a Kafka consumer validates its position): ending below
-the flow's position means records the mirror copied are no longer in the source's log, and the
-offsets from there on hold other records, or will. A planned end the source's end fell behind
-is the same. The same check runs when a flow starts, for the positions it resumes at.
+In micro-batch mode, around every batch the flow asks the source, for the partitions the batch
+moves, their end offsets and leader epochs (after Spark planned the batch, before it reads it:
+every record below the batch's end was committed under that epoch or an older one). When a
+partition's epoch changed since the flow last saw it, the current leader is asked where the log
+of the epoch the flow knew ends (OffsetsForLeaderEpoch, as a Kafka consumer validates its
+position): ending below the flow's position means records the mirror copied are no longer in the
+source's log, and the offsets from there on hold other records, or will. A planned end the
+source's end fell behind is the same. The same check runs when a flow starts, for the positions
+it resumes at.
+
+Real-time mode has no point between planning and reading: every few seconds the flow reads the
+epochs again and checks the positions acknowledged before the previous reading (every record
+below them was read before then, so under that epoch or an older one). A loss is found a check
+or two after the election, not before the records after it are copied; an election while the
+flow is stopped is not found (the positions it resumes at may hold records of a later epoch).
 
 Found ranges are named per partition and handled like records deleted before they were mirrored
 (``mirror.fail.on.data.loss``): the flow stops for good, or they are reported and skipped.
@@ -20,6 +27,7 @@ Found ranges are named per partition and handled like records deleted before the
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,6 +37,10 @@ from kafka_mirror.state.source_epochs import Partition, SourceEpochs
 
 log = logging.getLogger(__name__)
 
+# what a Kafka consumer that validated its position (KIP-320) says of a truncated log
+_TRUNCATED = re.compile(
+    r"(?P<topic>[^\s{},=]+)-(?P<partition>\d+)=OffsetAndMetadata\{offset=(?P<offset>\d+)")
+_TRUNCATION = "LogTruncationException"
 NO_DIVERGENCE = -1
 EPOCH_UNKNOWN = -2  # the leader knows no epoch at or below the one asked about
 
@@ -78,6 +90,23 @@ def skip_notice(source: str, ranges: list[TruncatedRange]) -> str:
     return (f"an unclean leader election on cluster '{source}' took committed records out of "
             f"its log ({describe_all(ranges)}); records written at those offsets since then "
             "are skipped (mirror.fail.on.data.loss=false)")
+
+
+def consumer_truncations(error: str, positions: Positions) -> list[TruncatedRange]:
+    """The ranges below ``positions`` that a failed query's Kafka consumer found truncated
+    (``LogTruncationException``: the leader's log of the epoch of the records it had fetched
+    ends at the divergent offset it names). Real-time mode's consumer reads on from there,
+    so this is where it learns of an unclean election on the source first."""
+    if _TRUNCATION not in error:
+        return []
+    text = error[error.index(_TRUNCATION):].split("\n", 1)[0]
+    found = {}
+    for match in _TRUNCATED.finditer(text):
+        tp = (match["topic"], int(match["partition"]))
+        diverged, position = int(match["offset"]), positions.get(tp, -1)
+        if diverged < position:
+            found[tp] = TruncatedRange(tp[0], tp[1], diverged, position - 1)
+    return [found[tp] for tp in sorted(found)]
 
 
 class EpochReader(Protocol):
@@ -172,13 +201,21 @@ class UncleanElections:
 
     def check_resume(self, positions: Positions) -> list[TruncatedRange]:
         """When a flow starts at ``positions``: the ranges below them lost since it stopped."""
-        known = {tp: (position, epoch) for tp, position in positions.items()
-                 if position > 0 and (epoch := self.epochs.get(tp)) is not None and epoch >= 0}
-        if not known:
+        return self.check_positions(positions, positions)
+
+    def check_positions(self, checked: Positions, current: Positions) -> list[TruncatedRange]:
+        """The ranges below ``checked`` lost since the epochs kept were read, where every record
+        below ``checked`` had been read before then (a start: the positions resumed at; real-time
+        mode, every few seconds: the positions acknowledged before the last check). The epochs
+        read now are kept for the partitions of ``current`` (read before now, so the next check
+        may take them as its ``checked``)."""
+        asked = sorted(set(current) | set(checked))
+        if not asked:
             return []
-        latest = self.reader.latest(sorted(known))
-        changed = {tp: mark for tp, mark in known.items()
-                   if latest[tp][1] != mark[1] or latest[tp][0] < mark[0]}
+        latest = self.reader.latest(asked)
+        changed = {tp: (position, epoch) for tp, position in checked.items()
+                   if position > 0 and (epoch := self.epochs.get(tp)) is not None and epoch >= 0
+                   and (latest[tp][1] != epoch or latest[tp][0] < position)}
         found = {(r.topic, r.partition): r for r in self._validate(changed)}
         for tp, (position, _) in changed.items():
             if tp not in found and latest[tp][0] < position:

@@ -21,7 +21,9 @@ from kafka_mirror.engine.flow_query import start_query
 from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
 from kafka_mirror.engine.leader_epochs import (
     JvmLeaderEpochs,
+    TruncatedRange,
     UncleanElections,
+    consumer_truncations,
     reason,
     skip_notice,
     stop_reason,
@@ -102,7 +104,7 @@ class FlowRunner:
             TargetEnds(self.state.flow_dir / TARGET_ENDS_FILE)
             if flow.exactly_once_target and keeps_prefix(flow) else None
         )
-        # the source's leader epochs, against unclean leader elections (micro-batch mode)
+        # the source's leader epochs, against unclean leader elections
         self.source_epochs = SourceEpochs(self.state.flow_dir / SOURCE_EPOCHS_FILE)
         self.unclean: UncleanElections | None = None
         self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
@@ -273,13 +275,29 @@ class FlowRunner:
             log.warning("flow %s: the source's leader epochs were not read (%s); the next batch "
                         "checks them", self.flow.name, reason(exc))
             return True
-        if not lost:
-            return True
-        if not self.flow.fail_on_data_loss:
-            log.warning("flow %s: %s", self.flow.name, skip_notice(self.flow.source.alias, lost))
+        if self._goes_on(lost):
             return True
         self._fail_for_good(stop_reason(self.flow.source.alias, lost))
         return False
+
+    def _goes_on(self, lost: list[TruncatedRange]) -> bool:
+        """Whether the flow goes on after ``lost`` (none, or ``mirror.fail.on.data.loss=false``:
+        reported)."""
+        if lost and not self.flow.fail_on_data_loss:
+            log.warning("flow %s: %s", self.flow.name, skip_notice(self.flow.source.alias, lost))
+        return not lost or not self.flow.fail_on_data_loss
+
+    def _check_running_source(self, spark: Any) -> None:
+        """Real-time mode: the running query's source checked for unclean leader elections
+        (micro-batch mode checks around every batch instead)."""
+        try:
+            lost = self.realtime.check_source(self._unclean(spark), self.assignment)
+        except Exception as exc:
+            log.debug("flow %s: the source's leader epochs were not read (%s)", self.flow.name,
+                      reason(exc))
+            return
+        if not self._goes_on(lost):
+            self._source_lost(stop_reason(self.flow.source.alias, lost))
 
     def _fail_for_good(self, why: str) -> None:
         self.failed = why
@@ -401,6 +419,10 @@ class FlowRunner:
                 self._query_ended()
                 return
             self.drain_copies()
+            if self.flow.realtime and self.query is not None:
+                self._check_running_source(spark)
+                if self.failed is not None:
+                    return
             wanted = self.flow.refresh_topics or self.query is None
             if wanted and now >= self.next_refresh:
                 self.follow(spark, self.sync_topics())
@@ -418,6 +440,11 @@ class FlowRunner:
         writer = self._current_writer()
         self.query = None
         self.assignment = {}
+        if self.flow.realtime:  # micro-batch mode finds these before its next batch reads
+            lost = consumer_truncations(error, self.acked.positions())
+            if not self._goes_on(lost):
+                self._fail_for_good(stop_reason(self.flow.source.alias, lost))
+                return
         permanent = permanent_failure(error)
         if permanent is None:
             raise MirrorError(f"query failed: {first_line(error)}")

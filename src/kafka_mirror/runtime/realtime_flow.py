@@ -1,17 +1,19 @@
 """Real-time mode's side of a flow: where a run starts, and after every drain of acknowledged
 records, where they landed (to the write hooks) and the flow's progress (to the batch
-hooks)."""
+hooks); every few seconds, the source's leader epochs against unclean leader elections."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.batch_writer import BatchWriter, WriteHook, run_write_hooks
 from kafka_mirror.engine.batches import BatchHook, run_hooks
+from kafka_mirror.engine.leader_epochs import TruncatedRange, UncleanElections
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.engine.realtime import RealTimeProgress, RealTimeWriter
 from kafka_mirror.runtime.resume import SourceAdmin, assigned_partitions
@@ -19,6 +21,8 @@ from kafka_mirror.runtime.resume import SourceAdmin, assigned_partitions
 log = logging.getLogger(__name__)
 # real-time progress: how long the source's offsets may take to answer (the main loop waits)
 PROGRESS_LOOKUP_SECONDS = 2.0
+# how often a running real-time flow reads the source's leader epochs (one ListOffsets request)
+EPOCH_CHECK_SECONDS = 5.0
 
 
 class RealTimeFlow:
@@ -36,10 +40,31 @@ class RealTimeFlow:
         self._drain_lock = threading.Lock()
         # where the running query started partitions it has copied nothing of yet
         self._run_start: Positions = {}
+        # the positions acknowledged before the last epoch check, kept across query runs (None:
+        # no check yet in this process; the first only reads the epochs, as the positions a
+        # flow resumes at may hold records of an epoch newer than those kept)
+        self._checked: Positions | None = None
+        self._check_due = 0.0
 
     def new_run(self) -> None:
         """A query run starts: where the last one started partitions is forgotten."""
         self._run_start = {}
+
+    def check_source(self, unclean: UncleanElections, assignment: Mapping[str, int]
+                     ) -> list[TruncatedRange]:
+        """Every :data:`EPOCH_CHECK_SECONDS`: the ranges an unclean leader election took out of
+        the source's log below the positions acknowledged before the last check (see
+        :mod:`kafka_mirror.engine.leader_epochs`)."""
+        now = time.monotonic()
+        if now < self._check_due:
+            return []
+        self._check_due = now + EPOCH_CHECK_SECONDS
+        partitions = set(assigned_partitions(assignment))
+        current = {tp: offset for tp, offset in self.acked.positions().items()
+                   if tp in partitions}
+        lost = unclean.check_positions(self._checked or {}, current)
+        self._checked = current
+        return lost
 
     def start_positions(self, known: Positions | None, assignment: Mapping[str, int]
                         ) -> Positions | None:

@@ -40,7 +40,7 @@ from kafka_mirror_testing.localcluster import (
 from kafka_mirror_testing.service import Service
 
 __all__ = ["KEYCLOAK_VERSION", "OAUTH_LISTENER", "LocalOidcProvider", "keycloak_home",
-           "oauth_cluster"]
+           "oauth_cluster", "oauth_listener"]
 
 KEYCLOAK_VERSION = "26.7.3"
 _ARTIFACT = f"org.keycloak:keycloak-quarkus-dist:{KEYCLOAK_VERSION}:zip"
@@ -224,28 +224,31 @@ class LocalOidcProvider(Service):
         return f"LocalOidcProvider(pid={self.pid}, issuer={self.issuer})"
 
 
-def oauth_cluster(
-    name: str, workdir: Path, idp: LocalOidcProvider, *, heap: str = "384m",
-    server_overrides: Mapping[str, str] | None = None,
-) -> LocalKafkaCluster:
-    """A (not yet started) single-node cluster with a listener ``OAUTH`` (SASL_PLAINTEXT,
-    OAUTHBEARER) that accepts only JWTs signed by ``idp``'s realm keys, issued by it for the
-    audience ``kafka-brokers``; the
-    PLAINTEXT listener stays for the harness. The broker (Kafka 4) reads the keys only from URLs
-    its ``org.apache.kafka.sasl.oauthbearer.allowed.urls`` system property allows."""
-    prefix = f"listener.name.{OAUTH_LISTENER.lower()}"
-    overrides = {
+def oauth_listener(idp: LocalOidcProvider, listener: str = OAUTH_LISTENER
+                   ) -> tuple[dict[str, str], list[str]]:
+    """``(server properties, JVM flags)`` of a broker whose SASL listener ``listener`` takes
+    OAUTHBEARER and accepts only JWTs signed by ``idp``'s realm keys, issued by it for the
+    audience ``kafka-brokers``. The broker (Kafka 4) reads the keys only from URLs its
+    ``org.apache.kafka.sasl.oauthbearer.allowed.urls`` system property allows."""
+    prefix = f"listener.name.{listener.lower()}"
+    return ({
         f"{prefix}.sasl.enabled.mechanisms": "OAUTHBEARER",
         f"{prefix}.oauthbearer.sasl.jaas.config": f"{LOGIN_MODULE} required ;",
         f"{prefix}.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
         "sasl.oauthbearer.jwks.endpoint.url": idp.jwks_endpoint,
         "sasl.oauthbearer.expected.issuer": idp.issuer,
         "sasl.oauthbearer.expected.audience": AUDIENCE,
-        **(server_overrides or {}),
-    }
+    }, [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={idp.jwks_endpoint}"])
+
+
+def oauth_cluster(
+    name: str, workdir: Path, idp: LocalOidcProvider, *, heap: str = "384m",
+    server_overrides: Mapping[str, str] | None = None,
+) -> LocalKafkaCluster:
+    """A (not yet started) single-node cluster with a listener ``OAUTH`` (SASL_PLAINTEXT) of
+    :func:`oauth_listener`; the PLAINTEXT listener stays for the harness."""
+    settings, jvm_args = oauth_listener(idp)
     return LocalKafkaCluster(
         name, workdir, heap=heap, extra_listeners={OAUTH_LISTENER: "SASL_PLAINTEXT"},
-        server_overrides=overrides,
-        jvm_args=[f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={idp.jwks_endpoint}"],
+        server_overrides={**settings, **(server_overrides or {})}, jvm_args=jvm_args,
     )
-

@@ -139,3 +139,41 @@ def test_a_py4j_error_is_reported_by_the_java_exception() -> None:
                          ": org.apache.kafka.common.errors.TimeoutException: Timed out\n\tat x")
     assert reason(error) == "org.apache.kafka.common.errors.TimeoutException: Timed out"
     assert reason(RuntimeError("plain")) == "plain"
+
+
+def test_running_checks_validate_the_positions_of_the_check_before(tmp_path: Path) -> None:
+    """Real-time mode: records read after an epoch reading may be of a newer epoch, so each check
+    validates the positions acknowledged before the previous one, never the latest."""
+    source = FakeSource(end=100, epoch=0)
+    check = _check(tmp_path, source)
+    assert check.check_positions({}, {TP: 80}) == []  # a run's first check only reads
+    assert check.epochs.get(TP) == 0
+    # a clean election at 100; the mirror has copied 30 records of epoch 1 since
+    source.end, source.epoch, source.epoch_ends = 130, 1, {0: 100}
+    assert check.check_positions({TP: 80}, {TP: 130}) == []
+    assert source.asked == [{TP: (80, 0)}]
+    # (had it taken 130, epoch 0 ending at 100 would have looked like a loss of 100-129)
+    # an unclean election: the new leader's log of epoch 1 ends at 110, below what was read
+    source.end, source.epoch, source.epoch_ends = 150, 2, {1: 110}
+    assert check.check_positions({TP: 130}, {TP: 150}) == [TruncatedRange("t", 0, 110, 129)]
+    assert check.epochs.get(TP) == 1  # kept: found again by the next check
+
+
+def test_running_check_finds_the_source_end_behind_the_positions_checked(tmp_path: Path) -> None:
+    source = FakeSource(end=100, epoch=4, epoch_ends={4: 100})
+    check = _check(tmp_path, source)
+    check.check_positions({}, {TP: 100})
+    source.end = 60  # same epoch, log shorter (truncated without a new epoch seen)
+    assert check.check_positions({TP: 100}, {TP: 100}) == [TruncatedRange("t", 0, 60, 99)]
+
+
+def test_a_consumers_truncation_error_names_the_ranges_below_the_positions() -> None:
+    from kafka_mirror.engine.leader_epochs import consumer_truncations
+    error = ("Job aborted due to stage failure: ...: org.apache.kafka.clients.consumer."
+             "LogTruncationException: Truncated partitions detected with divergent offsets "
+             "{orders-a-0=OffsetAndMetadata{offset=50, leaderEpoch=0, metadata=''}, "
+             "orders-a-3=OffsetAndMetadata{offset=900, leaderEpoch=2, metadata=''}}\n"
+             "\tat org.apache.kafka...")
+    assert consumer_truncations(error, {("orders-a", 0): 100, ("orders-a", 3): 900}) == [
+        TruncatedRange("orders-a", 0, 50, 99)]  # partition 3: nothing copied past 900
+    assert consumer_truncations("Job aborted: TimeoutException", {("t", 0): 5}) == []

@@ -201,3 +201,69 @@ def test_kafka_python_bootstrap_attempts_grow_until_the_timeout(monkeypatch):
         kafka_connection.kafka_python_admin_client(_params(), 'destination', timeout=20)
     assert reached == ['destination']  # librdkafka first: it names authentication failures
     assert attempts == [3000, 6000, 11000]
+
+
+def test_oauthbearer_is_librdkafkas_oidc_per_side_and_needs_endpoint_id_and_secret():
+    from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import connection_required_if
+    p = _params(destination_security_protocol='SASL_SSL', destination_sasl_mechanism='OAUTHBEARER',
+                destination_oauth_token_endpoint_url='https://idp/token', destination_oauth_client_id='mirror',
+                destination_oauth_client_secret='s3cret', destination_oauth_scope='kafka')
+    c = librdkafka_config(p, 'destination')
+    assert c['sasl.mechanism'] == 'OAUTHBEARER' and c['sasl.oauthbearer.method'] == 'oidc'
+    assert c['sasl.oauthbearer.token.endpoint.url'] == 'https://idp/token'
+    assert (c['sasl.oauthbearer.client.id'], c['sasl.oauthbearer.client.secret']) == ('mirror', 's3cret')
+    assert c['sasl.oauthbearer.scope'] == 'kafka' and 'sasl.username' not in c
+    assert 'sasl.mechanism' not in librdkafka_config(p, 'source')
+    assert connection_argument_spec()['destination_oauth_client_secret']['no_log'] is True
+    assert ('destination_sasl_mechanism', 'OAUTHBEARER', ('destination_oauth_token_endpoint_url',
+            'destination_oauth_client_id', 'destination_oauth_client_secret')) in connection_required_if()
+    described = describe_side(p, 'destination')
+    assert 'OAUTHBEARER user mirror' in described and 's3cret' not in described
+
+
+def _token_endpoint(answers):
+    """A local HTTP token endpoint answering each POST with the next (status, body); the
+    requests' forms are collected in the returned list."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from urllib.parse import parse_qs
+    forms = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            length = int(self.headers['Content-Length'])
+            forms.append(dict((k, v[0]) for k, v in parse_qs(self.rfile.read(length).decode()).items()))
+            status, body = answers.pop(0)
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, 'http://127.0.0.1:%d/token' % server.server_port, forms
+
+
+def test_kafka_python_token_provider_does_the_client_credentials_grant_and_names_refusals():
+    pytest.importorskip('kafka')
+    from ansible_collections.kafka.mirror.plugins.module_utils.kafka_connection import KafkaModuleError
+    server, url, forms = _token_endpoint([
+        (200, {'access_token': 'jwt-1', 'expires_in': 300}),
+        (401, {'error': 'unauthorized_client'}),
+    ])
+    try:
+        p = _params(source_security_protocol='SASL_PLAINTEXT', source_sasl_mechanism='OAUTHBEARER',
+                    source_oauth_token_endpoint_url=url, source_oauth_client_id='mirror',
+                    source_oauth_client_secret='s3cret', source_oauth_scope='kafka')
+        provider = kafka_python_config(p, 'source')['sasl_oauth_token_provider']
+        assert provider.token() == 'jwt-1' and provider.token() == 'jwt-1'   # kept until near expiry
+        assert forms == [dict(grant_type='client_credentials', client_id='mirror', client_secret='s3cret', scope='kafka')]
+        provider._renew_at = 0   # expired: asks again, and is refused
+        with pytest.raises(KafkaModuleError) as err:
+            provider.token()
+        assert 'refused client mirror: HTTP 401' in str(err.value) and 's3cret' not in str(err.value)
+    finally:
+        server.shutdown()

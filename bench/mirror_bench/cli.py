@@ -1,4 +1,4 @@
-"""The command line: throughput mode (default), ``--latency`` and ``--smoke``.
+"""The command line: throughput mode (default), ``--latency``, ``--scale`` and ``--smoke``.
 
 Usage::
 
@@ -6,6 +6,8 @@ Usage::
         [--partitions 8] [--rounds 1] [--json FILE] [--keep]
     .venv/bin/python bench/mirror_benchmark.py --latency [--rates 1000,5000,20000] \\
         [--duration 60] [--json FILE]
+    .venv/bin/python bench/mirror_benchmark.py --scale 200x10 [--scale-rate 2000] \\
+        [--duration 60] [--scale-idle 60] [--timeout 900] [--json FILE]
     .venv/bin/python bench/mirror_benchmark.py --smoke --json FILE
 
 kafka-mirror knobs: ``--max-records-per-batch`` (``mirror.max.records.per.batch``, i.e. Spark's
@@ -28,6 +30,7 @@ from types import FrameType
 from . import class_data
 from .common import MirrorFailed
 from .latency import run_latency
+from .scale import add_scale_arguments, run_scale, scale_defaults
 from .throughput import command_line, run_throughput
 
 # What --smoke sets (unless given explicitly): a run of well under 2 minutes on 2 cores.
@@ -168,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE")
     add_latency_arguments(parser)
+    add_scale_arguments(parser)
     return parser
 
 
@@ -300,7 +304,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with _terminate_as_interrupt():
         try:
-            report = run_latency(ns, command_line()) if ns.latency else run_throughput(ns)
+            if ns.scale is not None:
+                scale_defaults(ns)
+                report = run_scale(ns, command_line())
+            elif ns.latency:
+                report = run_latency(ns, command_line())
+            else:
+                report = run_throughput(ns)
         except KeyboardInterrupt:
             print("interrupted; stopped everything", file=sys.stderr)
             return 130

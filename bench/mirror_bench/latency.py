@@ -21,31 +21,24 @@ import argparse
 import gc
 import multiprocessing
 import os
-import queue
-import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import NewPartitions
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
-from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2
 
-from . import class_data, km_driver, mm2_driver
+from . import km_driver
 from .clusters import (
     SourceLedger,
     admin_client,
     present_end_offsets,
-    start_clusters,
-    stop_clusters,
 )
 from .common import (
     CONSUMER_TUNING,
-    KM_REALTIME,
     LATENCY_CONSUMER_TUNING,
     LATENCY_PRODUCER_TUNING,
     PRODUCER_TUNING,
@@ -53,10 +46,18 @@ from .common import (
     SOURCE_TOPIC,
     MirrorFailed,
 )
-from .latency_probe import latency_probe
 from .measures import TreeSampler, log_time
+from .mirrors import (
+    Mirror,
+    Probe,
+    RateProducer,
+    make_mirrors,
+    mirror_cpu,
+    start_source_and_destinations,
+    stop_everything,
+)
 from .report import machine_info, render_latency_tables
-from .workload import Workload, fixed_rate_producer
+from .workload import Workload
 
 ADDED_TOPIC = f"{SOURCE_TOPIC}-added"
 TOPICS_REGEX = f"{SOURCE_TOPIC}.*"
@@ -69,110 +70,6 @@ OFFSET_POLL = 0.05
 
 def target(topic: str) -> str:
     return f"{SOURCE_ALIAS}.{topic}"
-
-
-class Probe:
-    """A latency probe process (``latency_probe``) and its command and reply queues."""
-
-    def __init__(self, ctx: Any, bootstrap: str, name: str) -> None:
-        self.name = name
-        self.commands = ctx.Queue()
-        self.replies = ctx.Queue()
-        self.process = ctx.Process(
-            target=latency_probe,
-            args=(bootstrap, name, self.commands, self.replies),
-            name=f"latency-probe-{name}",
-            daemon=True,
-        )
-        self.process.start()
-
-    def assign(self, topic: str, partitions: Sequence[int]) -> None:
-        self.commands.put(("assign", [(topic, p) for p in partitions]))
-
-    def ask(self, *command: Any, timeout: float = 120.0) -> Any:
-        self.commands.put(command)
-        try:
-            return self.replies.get(timeout=timeout)
-        except queue.Empty:
-            alive = self.process.is_alive()
-            raise MirrorFailed(
-                f"latency probe {self.name} did not answer {command[0]!r} "
-                f"({'alive' if alive else 'dead'})"
-            ) from None
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.commands.put(("exit",))
-            self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(timeout=5)
-
-
-class RateProducer:
-    """The fixed-rate producer process (``workload.fixed_rate_producer``)."""
-
-    def __init__(self, ctx: Any, bootstrap: str, record_size: int, compression: str) -> None:
-        self.commands = ctx.Queue()
-        self.replies = ctx.Queue()
-        self.process = ctx.Process(
-            target=fixed_rate_producer,
-            args=(bootstrap, record_size, compression, self.commands, self.replies),
-            name="fixed-rate-producer",
-            daemon=True,
-        )
-        self.process.start()
-
-    def stream(
-        self, name: str, topic: str, partitions: Sequence[int], rate: float, phase: int
-    ) -> None:
-        self.commands.put(("stream", name, topic, list(partitions), rate, phase))
-
-    def stop_stream(self, name: str) -> None:
-        self.commands.put(("stop", name))
-
-    def counts(self) -> dict[str, Any]:
-        self.commands.put(("counts",))
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                reply: dict[str, Any] = self.replies.get(timeout=1)
-                break
-            except queue.Empty:
-                if not self.process.is_alive() or time.monotonic() > deadline:
-                    raise MirrorFailed("the fixed-rate producer did not answer") from None
-        if reply["undelivered"]:
-            raise MirrorFailed(f"{reply['undelivered']} records not delivered: {reply['errors']}")
-        return reply
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.commands.put(("exit",))
-            self.process.join(timeout=30)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(timeout=5)
-
-
-@dataclass
-class Mirror:
-    """One mirror under test, writing into its own destination cluster."""
-
-    label: str
-    kind: str  # "mm2" | "kafka-mirror"
-    destination: LocalKafkaCluster
-    start: Callable[[], int]
-    stop: Callable[[TreeSampler | None], None]
-    alive: Callable[[], bool]
-    log_path: Path
-    ready_marker: str
-    config: dict[str, str]
-    probe: Probe | None = None
-    sampler: TreeSampler | None = None
-    started: float = 0.0  # monotonic
-    started_wall: float = 0.0
-    first_record_s: float | None = None
-    results: dict[str, Any] = field(default_factory=dict)
 
 
 def _wait_for_records(admin: Any, topic: str, partitions: Sequence[int], timeout: float) -> None:
@@ -275,87 +172,12 @@ def run_latency(ns: argparse.Namespace, command: str) -> dict[str, Any]:
     producer: RateProducer | None = None
     workload = Workload(0, ns.record_size, partitions, ns.compression)
     try:
-        source = LocalKafkaCluster("source", workdir, heap=ns.broker_heap)
-        clusters.append(source)
         kinds = ["mm2", "kafka-mirror"] if ns.only == "both" else [ns.only]
         if realtime is not None:
             kinds.append("kafka-mirror-rt")
-        destinations = {
-            kind: LocalKafkaCluster(f"destination-{kind}", workdir, heap=ns.broker_heap)
-            for kind in kinds
-        }
-        clusters.extend(destinations.values())
-        if any(kind != "mm2" for kind in kinds):
-            class_data.prime(ns.km_class_data_dir)
-        print(f"starting {len(clusters)} clusters (broker heap {ns.broker_heap} each)", flush=True)
-        start_clusters(clusters)
-        for kind, destination in destinations.items():
-            run_dir = workdir / kind
-            if kind == "mm2":
-                props = mm2_driver.mm2_config(
-                    source,
-                    destination,
-                    workload,
-                    topics=TOPICS_REGEX,
-                    refresh_seconds=ns.refresh_seconds,
-                    consumer=consumer_tuning,
-                    producer=producer_tuning,
-                )
-                mm2 = StockMirrorMaker2(props, run_dir, heap=ns.mm2_heap)
-
-                def start_mm2(mm2: StockMirrorMaker2 = mm2) -> int:
-                    mm2.start(wait_started=None)
-                    assert mm2.pid is not None
-                    return mm2.pid
-
-                def stop_mm2(_s: TreeSampler | None, mm2: StockMirrorMaker2 = mm2) -> None:
-                    mm2.stop(timeout=30)
-
-                mirrors.append(
-                    Mirror(
-                        mm2_driver.NAME,
-                        kind,
-                        destination,
-                        start_mm2,
-                        stop_mm2,
-                        mm2.alive,
-                        mm2.log_path,
-                        mm2_driver.READY_MARKER,
-                        props,
-                    )
-                )
-            else:
-                props = km_driver.kafka_mirror_config(
-                    source,
-                    destination,
-                    workload,
-                    ns.max_records_per_batch,
-                    dict(ns.km_producer),
-                    topics=TOPICS_REGEX,
-                    refresh_seconds=ns.refresh_seconds,
-                    consumer=consumer_tuning,
-                    producer=producer_tuning,
-                    consumer_extra=dict(ns.km_consumer),
-                    class_data_dir=ns.km_class_data_dir,
-                )
-                if kind == "kafka-mirror-rt":
-                    assert realtime is not None
-                    props.update(realtime)
-                spark_conf = {"spark.driver.memory": ns.driver_memory, **dict(ns.spark_conf)}
-                km = km_driver.KafkaMirrorProcess(props, run_dir, spark_conf)
-                mirrors.append(
-                    Mirror(
-                        KM_REALTIME if kind == "kafka-mirror-rt" else km_driver.NAME,
-                        kind,
-                        destination,
-                        km.start,
-                        km.stop,
-                        km.alive,
-                        km.log_path,
-                        km_driver.READY_MARKER,
-                        props,
-                    )
-                )
+        source, destinations = start_source_and_destinations(ns, workdir, kinds, clusters)
+        mirrors.extend(make_mirrors(ns, workdir, source, destinations, workload, TOPICS_REGEX,
+                                    consumer_tuning, producer_tuning, realtime))
         source.create_topic(SOURCE_TOPIC, partitions=partitions)
         gc.collect()
 
@@ -372,22 +194,7 @@ def run_latency(ns: argparse.Namespace, command: str) -> dict[str, Any]:
             ns, report, source, mirrors, probes, source_probe, producer, rates, partitions
         )
     finally:
-        for mirror in mirrors:
-            if mirror.sampler is not None:
-                mirror.sampler.stop()
-            try:
-                mirror.stop(mirror.sampler)
-            except Exception as exc:  # keep stopping the others
-                print(f"stopping {mirror.label}: {exc}", flush=True)
-        if producer is not None:
-            producer.stop()
-        for probe in probes:
-            probe.stop()
-        stop_clusters(clusters)
-        if ns.keep:
-            print(f"kept {workdir}", flush=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_everything(mirrors, producer, probes, clusters, workdir, ns.keep)
 
 
 def _measure(
@@ -445,7 +252,7 @@ def _measure(
         # 2. one phase per rate
         for number, rate in enumerate(rates, start=1):
             print(f"phase {number}: {rate:,.0f} records/s for {ns.duration:.0f} s", flush=True)
-            cpu_before = {m.label: _cpu(m) for m in mirrors}
+            cpu_before = {m.label: mirror_cpu(m) for m in mirrors}
             began = time.monotonic()
             producer.stream("main", SOURCE_TOPIC, all_parts, rate, number)
             time.sleep(ns.duration)
@@ -507,12 +314,6 @@ def _measure(
     return report
 
 
-def _cpu(mirror: Mirror) -> float:
-    assert mirror.sampler is not None
-    mirror.sampler.sample()
-    return mirror.sampler.cpu_seconds()
-
-
 def _run_phase_end(
     producer: RateProducer,
     ledger: SourceLedger,
@@ -551,7 +352,7 @@ def _run_phase_end(
         "loadavg_end": os.getloadavg(),
     }
     if cpu_before is not None:
-        cpu = {m.label: _cpu(m) - cpu_before[m.label] for m in mirrors}
+        cpu = {m.label: mirror_cpu(m) - cpu_before[m.label] for m in mirrors}
         entry["seconds"] = ended - began  # producing and draining
         entry["mirror_cpu_seconds"] = cpu
         entry["mirror_cpu_cores"] = {k: v / max(ended - began, 1e-9) for k, v in cpu.items()}
@@ -594,7 +395,7 @@ def _topic_change(
         if not new_parts:
             continue
         print(f"topic change: {name} while {ns.change_rate:,.0f} records/s flow", flush=True)
-        cpu_before = {m.label: _cpu(m) for m in mirrors}
+        cpu_before = {m.label: mirror_cpu(m) for m in mirrors}
         began = time.monotonic()
         producer.stream("main", SOURCE_TOPIC, all_parts, ns.change_rate, main_phase)
         time.sleep(ns.change_lead)

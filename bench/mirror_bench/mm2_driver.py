@@ -31,10 +31,12 @@ def mm2_config(
     refresh_seconds: int = 1,
     consumer: Mapping[str, str] = CONSUMER_TUNING,
     producer: Mapping[str, str] = PRODUCER_TUNING,
+    tasks: int | None = None,
 ) -> dict[str, str]:
-    """MM2's properties: ``tasks.max`` one per partition, the given client tuning."""
+    """MM2's properties: ``tasks.max`` ``tasks`` (default one per partition), the given client
+    tuning."""
     extra: dict[str, str] = {
-        "tasks.max": str(workload.partitions),
+        "tasks.max": str(tasks or workload.partitions),
         "refresh.topics.interval.seconds": str(refresh_seconds),
         "offset.flush.interval.ms": "10000",
     }

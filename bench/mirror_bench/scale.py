@@ -29,10 +29,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
@@ -101,29 +102,44 @@ def across(admin: Any, topics: Sequence[str], partitions: int) -> int:
 
 def seed(bootstrap: str, topics: Sequence[str], partitions: int, per_partition: int,
          record_size: int) -> int:
-    """``per_partition`` stamped records in every partition; the number acknowledged."""
+    """``per_partition`` stamped records in every partition; the number acknowledged. Records
+    refused while a new topic's partitions are still unknown to the producer are sent again
+    (up to 10 rounds)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20,
                          "enable.idempotence": True})
     value_tail = b"s" * max(0, record_size - 16)
     delivered = 0
+    failed: list[tuple[str, int]] = []
 
-    def acked(err: Any, _msg: Any) -> None:
+    def acked(where: tuple[str, int], err: Any, _msg: Any) -> None:
         nonlocal delivered
-        delivered += err is None
+        if err is None:
+            delivered += 1
+        else:
+            failed.append(where)
 
-    for topic in topics:
-        for partition in range(partitions):
-            for i in range(per_partition):
-                while True:
-                    try:
-                        producer.produce(topic, stamp(SEED_PHASE, time.time_ns()) + value_tail,
-                                         b"seed-%d" % i, partition=partition, on_delivery=acked)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
-        producer.poll(0)
-    if producer.flush(300):
-        raise MirrorFailed("seed records not acknowledged")
+    wanted = [(t, p) for t in topics for p in range(partitions) for _ in range(per_partition)]
+    for _round in range(10):
+        for where in wanted:
+            while True:
+                try:
+                    producer.produce(where[0], stamp(SEED_PHASE, time.time_ns()) + value_tail,
+                                     b"seed", partition=where[1],
+                                     on_delivery=partial(acked, where))
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+                except KafkaException:  # a partition the producer has no metadata for yet
+                    producer.list_topics(where[0], timeout=10)
+                    producer.poll(0.1)
+        if producer.flush(300):
+            raise MirrorFailed("seed records not acknowledged")
+        if not failed:
+            break
+        wanted, failed = failed, []
+        producer.list_topics(timeout=30)  # fresh metadata of every topic
+    if failed:
+        raise MirrorFailed(f"{len(failed)} seed records not acknowledged")
     return delivered
 
 
@@ -322,7 +338,7 @@ def _measure(
             results[mirror.label].update(
                 steady_received=received,
                 steady_cpu_seconds=cpu,
-                cpu_s_per_1000_records=cpu / max(received, 1) * 1000,
+                cpu_s_per_1000_records=cpu / received * 1000 if received else None,
             )
         report["steady_produced"] = expected
         print(f"  produced {expected:,}; received " + ", ".join(

@@ -42,6 +42,7 @@ def test_documented_commands_parse() -> None:
         sys.path.remove(str(BENCH))
     commands = documented_commands()
     assert any("--latency" in c for c in commands), "docs/benchmarks.md lost the latency command"
+    assert any("--scale" in c for c in commands), "docs/benchmarks.md lost the scale command"
     parser = build_parser()
     for args in commands:
         parser.parse_args(args)
@@ -101,3 +102,30 @@ def test_benchmark_smoke_run(tmp_path: Path) -> None:
         assert set(stats["latency_ms"]) >= {"p50", "p99", "max"}, label
     for label in report["probes"]:
         assert label in report["tables"]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.xdist_group("class-data")
+def test_scale_mode_smoke_run(tmp_path: Path) -> None:
+    """A tiny ``--scale`` run: every partition across on both destinations, every steady record
+    received by both, every figure of the table there."""
+    report_path = tmp_path / "scale.json"
+    proc = subprocess.run(
+        [sys.executable, str(ENTRY), "--scale", "3x2", "--scale-rate", "60", "--duration", "5",
+         "--scale-idle", "5", "--broker-heap", "384m", "--mm2-heap", "384m",
+         "--driver-memory", "768m", "--timeout", "300", "--json", str(report_path),
+         "--km-class-data-dir", str(CLASS_DATA_DIR)],
+        cwd=REPO, capture_output=True, text=True, timeout=840, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    assert report["mode"] == "scale" and report["seeded"] == 3 * 2 * 3
+    assert set(report["mirrors"]) == {"MirrorMaker 2", "kafka-mirror"}
+    for label, result in report["mirrors"].items():
+        assert result["across_partitions"] == 6 and result["all_across_s"] is not None, label
+        assert result["steady_received"] == report["steady_produced"] > 0, label
+        assert result["latency_ms"]["p99"] is not None, label
+        assert result["broker_connections_peak"] > 0, label
+        assert result["idle_cpu_s_per_minute"] >= 0, label
+    assert "every partition across" in report["table"]

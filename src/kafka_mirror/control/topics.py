@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -50,6 +51,30 @@ CONFIG_WAIT_SECONDS = 15.0
 # told what changed on the target: (kind, count), kind one of topics_created,
 # partitions_added, topic_config_syncs
 TopicChanged = Callable[[str, int], None]
+
+
+T = TypeVar("T")
+
+# A KRaft controller refuses a CreateTopics or CreatePartitions request for more than 10,000
+# partitions in all (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH, PolicyViolation
+# "Excessively large number of partitions per request."): the mirror asks in smaller requests.
+PARTITIONS_PER_REQUEST = 5_000
+
+
+def partition_batches(items: Sequence[T], partitions: Callable[[T], int],
+                      limit: int = PARTITIONS_PER_REQUEST) -> list[list[T]]:
+    """``items`` in order, in batches of at most ``limit`` partitions each (an item with more
+    on its own)."""
+    batches: list[list[T]] = []
+    size = limit
+    for item in items:
+        count = max(0, partitions(item))
+        if not batches or size + count > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += count
+    return batches
 
 
 @dataclass(frozen=True)
@@ -226,7 +251,10 @@ class TopicSync:
             )
             for p in plans
         ]
-        for name, future in self.target.client.create_topics(new).items():
+        futures = {}
+        for batch in partition_batches(new, lambda topic: topic.num_partitions):
+            futures.update(self.target.client.create_topics(batch))
+        for name, future in futures.items():
             try:
                 future.result()
                 created.add(name)
@@ -245,9 +273,12 @@ class TopicSync:
     def _grow(self, plans: list[TopicPlan]) -> None:
         if not plans:
             return
-        requests = [NewPartitions(p.target_topic, p.partitions) for p in plans]
         by_name = {p.target_topic: p for p in plans}
-        for name, future in self.target.client.create_partitions(requests).items():
+        futures = {}
+        for batch in partition_batches(plans, lambda p: p.partitions - (p.target_partitions or 0)):
+            futures.update(self.target.client.create_partitions(
+                [NewPartitions(p.target_topic, p.partitions) for p in batch]))
+        for name, future in futures.items():
             plan = by_name[name]
             try:
                 future.result()
@@ -267,15 +298,22 @@ class TopicSync:
     def _check_layout(self, plans: list[TopicPlan], wait_seconds: float = 30.0) -> None:
         """Every created or grown topic must now have at least the source's partitions.
 
-        Metadata reaches every broker a little after a change, so this waits for it.
+        Metadata reaches every broker a little after a change, so this waits for it: up to
+        ``wait_seconds`` plus a second per 50 partitions without progress (a broker makes
+        thousands of new partitions visible at once, after minutes on a small host).
         """
         if not plans:
             return
+        wait_seconds += sum(p.partitions for p in plans) / 50
         deadline = time.monotonic() + wait_seconds
+        seen = -1
         while True:
             actual = self.target.topic_partitions()
-            if all(actual.get(p.target_topic, 0) >= p.partitions for p in plans):
+            visible = sum(min(actual.get(p.target_topic, 0), p.partitions) for p in plans)
+            if visible >= sum(p.partitions for p in plans):
                 return
+            if visible > seen:  # progress: the brokers are still creating them
+                seen, deadline = visible, time.monotonic() + wait_seconds
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.5)

@@ -438,6 +438,10 @@ class FlowRunner:
         stops), else raised as a failure a retry may cure."""
         error = str(self.query.exception() or "query terminated")
         writer = self._current_writer()
+        if isinstance(writer, RealTimeWriter):
+            # the positions below are those of every record the target acknowledged
+            writer.settle(STOP_GRACE_SECONDS)
+            self.drain_copies(writer)
         self.query = None
         self.assignment = {}
         if self.flow.realtime:  # micro-batch mode finds these before its next batch reads

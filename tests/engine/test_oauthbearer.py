@@ -89,7 +89,7 @@ def _subject(token: str) -> str:
 
 def test_provider_issues_tokens_the_broker_audience_needs(idp: LocalOidcProvider) -> None:
     answer = idp.token("mirror-source", CLIENTS["mirror-source"])
-    assert answer["expires_in"] == TOKEN_SECONDS
+    assert TOKEN_SECONDS - 5 <= answer["expires_in"] <= TOKEN_SECONDS  # whole seconds left
     assert _subject(answer["access_token"]) == "mirror-source"
 
 

@@ -14,6 +14,8 @@ from kafka_mirror.kafka.clients import OFFSET_HEADER, TIMESTAMP_HEADER, spark_so
 from kafka_mirror.mm2.policy import sql_string
 
 OBSERVATION = "kafka_mirror"
+# io.kafkamirror.source.GroupedKafkaSource (jvm/source)
+SOURCE_FORMAT = "kafka-mirror"
 
 # The source timestamp travels as the last header; the producer interceptor turns it back
 # into the record timestamp (Spark's Kafka sink has no timestamp column).
@@ -35,21 +37,28 @@ _REALTIME_HEADERS = _MARKERS.format(marker=", ".join((
 
 
 def mirror_frame(
-    spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str, with_latency: bool = False
+    spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str, with_latency: bool = False,
+    groups: int | None = None,
 ) -> Any:
     """The streaming DataFrame of target records for the assigned source partitions; in
     micro-batch mode its ``observe`` counts records and bytes (and, ``with_latency``, what the
     replication latency metric needs: :func:`kafka_mirror.engine.observation.observe_columns`); in
-    real-time mode the producer interceptor counts them as the target acknowledges them. With
-    more than twice as many partitions as Spark has task slots, each micro-batch is written by
-    one task per slot."""
-    reader = spark.readStream.format("kafka")
+    real-time mode the producer interceptor counts them as the target acknowledges them.
+
+    The source is kafka-mirror's own (``jvm/source``, format ``kafka-mirror``): the partitions
+    are read in ``groups`` groups (default: one per Spark task slot), each by one task through
+    one Kafka consumer kept between batches, and a micro-batch reads only the partitions that
+    have new records."""
+    reader = spark.readStream.format(SOURCE_FORMAT)
     for key, value in spark_source_options(flow).items():
         reader = reader.option(key, value)
+    if groups is None:
+        groups = int(spark.sparkContext.defaultParallelism)
     assign = {topic: list(range(count)) for topic, count in sorted(assignment.items())}
     source = (
         reader.option("assign", json.dumps(assign, separators=(",", ":")))
         .option("startingOffsets", start)
+        .option("groups", str(max(1, groups)))
         .load()
     )
     from pyspark.sql import functions
@@ -63,13 +72,6 @@ def mirror_frame(
         observed = source.observe(
             OBSERVATION, *(functions.expr(sql).alias(name) for name, sql in aggregates.items())
         )
-        partitions = sum(assignment.values())
-        slots = int(spark.sparkContext.defaultParallelism)
-        if partitions > 2 * slots:
-            # more than two waves of tasks, each paying a task launch and a producer flush:
-            # one task per slot writes its partitions one after another instead (order per
-            # partition is kept, the partition column says where each record goes)
-            observed = observed.coalesce(slots)
     return observed.selectExpr(
         f"{flow.policy.spark_topic_expression(flow.source.alias, assignment)} AS topic",
         "partition",
@@ -87,9 +89,10 @@ def start_query(
     checkpoint: Path,
     batch_writer: BatchWriter | RealTimeWriter,
     with_latency: bool = False,
+    groups: int | None = None,
 ) -> Any:
     """Start the flow's query; each batch is flushed (acks=all) before Spark commits it."""
-    frame = mirror_frame(spark, flow, assignment, start, with_latency)
+    frame = mirror_frame(spark, flow, assignment, start, with_latency, groups)
     if isinstance(batch_writer, RealTimeWriter):
         return _start_realtime(frame, flow, checkpoint, batch_writer.sink_options)
     writer = frame.writeStream.foreachBatch(batch_writer)

@@ -1,15 +1,15 @@
 """Real-time mode (``mirror.mode = realtime``): where each record landed, without batch
 boundaries to measure the target around.
 
-In Spark's real-time mode every task reads its source partition and Spark's Kafka sink sends
-each record as soon as it is read; every ``mirror.realtime.batch.duration.ms`` the tasks flush
-and Spark commits the positions they reached. There is no ``foreachBatch`` (Spark refuses it in
-this mode), so the flow's producer interceptor does what :class:`BatchWriter` does around a
-micro-batch: each record carries its source offset in a header, and when the target acknowledges
-it the interceptor pairs that offset with the record's target offset (``io.kafkamirror.
-CopiedRanges``). Consecutive pairs form ranges that map one to one; :class:`RealTimeWriter`
-drains them into :class:`BatchWritten` events for offset translation and offset syncs, like
-the batch writer's.
+In Spark's real-time mode every task reads its group of source partitions and Spark's Kafka sink
+sends each record as soon as it is read; every ``mirror.realtime.batch.duration.ms`` the tasks
+flush and Spark commits the positions they reached. There is no ``foreachBatch`` (Spark refuses
+it in this mode), so the flow's producer interceptor does what :class:`BatchWriter` does around
+a micro-batch: each record carries its source offset in a header, and when the target
+acknowledges it the interceptor pairs that offset with the record's target offset
+(``io.kafkamirror.CopiedRanges``). Consecutive pairs form ranges that map one to one;
+:class:`RealTimeWriter` drains them into :class:`BatchWritten` events for offset translation and
+offset syncs, like the batch writer's.
 
 The ranges also say where a run may resume: after the last record the target acknowledged
 (:mod:`kafka_mirror.engine.acked_positions`), not at the last batch Spark committed; and they
@@ -17,9 +17,10 @@ count the records and bytes acknowledged, so the flow's progress (metrics, lag, 
 reported at every drain (:class:`RealTimeProgress`), not once per batch. The batch duration is
 then only a checkpoint interval: Spark's default of 5 minutes.
 
-Trade-offs, against micro-batch mode: one task slot per source partition for as long as the flow
-runs (tasks never end between records), and at-least-once: a crash (``kill -9``) re-sends the
-records acknowledged since the last drain (about a second's worth); a stop re-sends none.
+Trade-offs, against micro-batch mode: a task slot per group of source partitions (one per
+core, :func:`realtime_groups`) for as long as the flow runs (tasks never end between records),
+and at-least-once: a crash (``kill -9``) re-sends the records acknowledged since the last drain
+(about a second's worth); a stop re-sends none.
 """
 
 from __future__ import annotations
@@ -127,17 +128,18 @@ class RealTimeProgress:
         return event
 
 
-def task_slots_needed(flow: FlowSpec, assignment: Mapping[str, int], slots: int,
-                      taken: int) -> None:
-    """A real-time query runs one task per source partition for as long as it runs: fails
-    naming ``spark.master`` when the session has fewer free task slots than that."""
-    partitions = sum(assignment.values())
-    if partitions + taken > slots:
+def realtime_groups(flow: FlowSpec, assignment: Mapping[str, int], slots: int, taken: int,
+                    cores: int) -> int:
+    """How many groups of partitions a real-time query reads: one long-running task each (one
+    Kafka consumer for the group's partitions), at most one per core and never more than the
+    task slots other real-time flows left free; fails naming ``spark.master`` when none is."""
+    free = slots - taken
+    if free < 1:
         raise MirrorError(
-            f"flow {flow.name}: real-time mode needs one Spark task slot per source partition: "
-            f"{partitions} partitions, {slots - taken} of {slots} task slots free (other "
-            "real-time flows hold the rest); give Spark more slots (spark.master local[N] or "
+            f"flow {flow.name}: real-time mode needs a free Spark task slot: all {slots} are "
+            "held by other real-time flows; give Spark more slots (spark.master local[N] or "
             "more executor cores) or use mirror.mode = micro-batch")
+    return max(1, min(sum(assignment.values()), free, max(2, cores)))
 
 
 class RealTimeWriter:

@@ -42,20 +42,19 @@ def connector_jars(jars_dir: Path | None) -> list[Path]:
     return jars
 
 
-# Real-time mode holds a task slot per source partition for as long as a flow runs (tasks wait
-# on the source, they do not burn a core): local mode then runs this many task threads at least.
+# Real-time mode holds a task slot per group of source partitions for as long as a flow runs
+# (tasks wait on the source, they do not burn a core): local mode then runs this many task threads.
 REALTIME_LOCAL_SLOTS = 32
 
 
-def realtime_master(conf: Mapping[str, str], partitions: int) -> dict[str, str]:
-    """The conf with room for real-time flows: the default ``local[*]`` becomes ``local[N]``
-    with N at least :data:`REALTIME_LOCAL_SLOTS` and twice the partitions the flows start with
-    (room for partitions added later). A master the user chose is left alone."""
+def realtime_master(conf: Mapping[str, str]) -> dict[str, str]:
+    """The conf with room for real-time flows: the default ``local[*]`` becomes
+    ``local[REALTIME_LOCAL_SLOTS]``. A master the user chose is left alone."""
     out = dict(conf)
     # Spark turns adaptive execution off for real-time queries (with a warning per start)
     out.setdefault("spark.sql.adaptive.enabled", "false")
     if out.get("spark.master") == DEFAULT_SPARK_CONF["spark.master"]:
-        out["spark.master"] = f"local[{max(REALTIME_LOCAL_SLOTS, 2 * partitions)}]"
+        out["spark.master"] = f"local[{REALTIME_LOCAL_SLOTS}]"
     return out
 
 

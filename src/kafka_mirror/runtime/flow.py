@@ -4,6 +4,7 @@ failure (with backoff) and stopped between batches."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping
 from functools import partial
@@ -35,7 +36,7 @@ from kafka_mirror.engine.positions import (
     recreated_topics,
     starting_offsets,
 )
-from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, task_slots_needed
+from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, realtime_groups
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.clients import admin_properties, spark_sink_options
@@ -122,6 +123,7 @@ class FlowRunner:
         self.writers: dict[str, Writer] = {}
         # the other flows of the process (real-time ones hold task slots)
         self.peers: Mapping[str, FlowRunner] = {}
+        self.groups = 0
         self.assignment: dict[str, int] = {}
         self.next_refresh = 0.0
         self.failures = 0
@@ -225,15 +227,16 @@ class FlowRunner:
         if not go:
             return
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
+        groups = None
         if self.flow.realtime:
-            taken = sum(peer.realtime_partitions for peer in self.peers.values()
-                        if peer is not self)
-            task_slots_needed(self.flow, assignment,
-                              int(spark.sparkContext.defaultParallelism), taken)
+            taken = sum(peer.realtime_slots for peer in self.peers.values() if peer is not self)
+            groups = realtime_groups(self.flow, assignment,
+                                     int(spark.sparkContext.defaultParallelism), taken,
+                                     os.cpu_count() or 1)
         checkpoint = self.state.new_generation(ids)
         self.started_ids = ids
         self.state.prune(keep=checkpoint)
-        self._start_query(spark, assignment, start, checkpoint)
+        self._start_query(spark, assignment, start, checkpoint, groups)
 
     def _start_positions(self, spark: Any, assignment: dict[str, int]
                          ) -> tuple[Positions | None, bool]:
@@ -319,13 +322,14 @@ class FlowRunner:
             self.unclean.reader.close()
 
     def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
-                     checkpoint: Path) -> None:
+                     checkpoint: Path, groups: int | None) -> None:
         writer = self._new_writer(spark, assignment, checkpoint)
         self.last_writer = writer
         self.realtime.new_run()
         self.started_largest_batch = self.largest_batch
         self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
-                                 with_latency=self.with_latency)
+                                 with_latency=self.with_latency, groups=groups)
+        self.groups = groups or 0
         for dropped in list(self.writers.values())[:-2]:
             if isinstance(dropped, RealTimeWriter):
                 # acknowledgements that reached an old run's producer after its stop
@@ -390,11 +394,12 @@ class FlowRunner:
         self.ranges.save(self.ranges_path)
 
     @property
-    def realtime_partitions(self) -> int:
-        """Task slots this flow's real-time query holds (0 in micro-batch mode)."""
+    def realtime_slots(self) -> int:
+        """Task slots this flow's real-time query holds, one per group (0 in micro-batch
+        mode)."""
         if not self.flow.realtime or self.query is None:
             return 0
-        return sum(self.assignment.values())
+        return self.groups
 
     def drain_copies(self, writer: Writer | None = None,
                      ended: tuple[int, float] | None = None) -> None:

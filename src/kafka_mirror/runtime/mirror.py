@@ -124,8 +124,7 @@ class Mirror:
         if early is not None:
             spark = early.session()
         else:
-            spark = build_session(realtime_master(
-                conf, sum(sum(initial[n].values()) for n in realtime)) if realtime else conf)
+            spark = build_session(realtime_master(conf) if realtime else conf)
             teardown.spark.add("Spark session", spark.stop)
         teardown.spark.add("log", partial(log.info, "stopped"))
         self._stop_flows_at_teardown(runners, teardown)

@@ -17,7 +17,7 @@ from kafka_mirror.engine.realtime import (
     RealTimeProgress,
     new_run_key,
     parse_ranges,
-    task_slots_needed,
+    realtime_groups,
 )
 from kafka_mirror.engine.session import DEFAULT_SPARK_CONF, realtime_master
 from kafka_mirror.errors import MirrorError
@@ -64,18 +64,20 @@ def test_progress_is_reported_after_every_drain_and_counts_each_record_once() ->
     assert ended.observed == {}
 
 
-def test_a_realtime_flow_needs_a_task_slot_per_partition() -> None:
-    task_slots_needed(FLOW, {"orders": 6, "audit": 2}, slots=10, taken=2)
-    with pytest.raises(MirrorError, match=r"flow A->B: .* 8 partitions, 7 of 10 task slots free"
-                       r".*spark\.master"):
-        task_slots_needed(FLOW, {"orders": 6, "audit": 2}, slots=10, taken=3)
+def test_a_realtime_flow_reads_a_group_of_partitions_per_task_slot() -> None:
+    assignment = {"orders": 6, "audit": 2}
+    assert realtime_groups(FLOW, assignment, slots=32, taken=2, cores=4) == 4
+    assert realtime_groups(FLOW, assignment, slots=32, taken=29, cores=4) == 3
+    assert realtime_groups(FLOW, {"orders": 1}, slots=32, taken=0, cores=4) == 1
+    assert realtime_groups(FLOW, assignment, slots=32, taken=0, cores=1) == 2
+    with pytest.raises(MirrorError, match=r"flow A->B: .* all 10 are held .*spark\.master"):
+        realtime_groups(FLOW, assignment, slots=10, taken=10, cores=4)
 
 
 def test_the_default_local_master_gets_room_for_realtime_flows() -> None:
     conf = dict(DEFAULT_SPARK_CONF)
-    assert realtime_master(conf, 4)["spark.master"] == "local[32]"
-    assert realtime_master(conf, 40)["spark.master"] == "local[80]"
-    assert realtime_master(conf | {"spark.master": "local[4]"}, 40)["spark.master"] == "local[4]"
+    assert realtime_master(conf)["spark.master"] == "local[32]"
+    assert realtime_master(conf | {"spark.master": "local[4]"})["spark.master"] == "local[4]"
 
 
 def test_each_run_has_its_own_producer() -> None:

@@ -42,10 +42,21 @@ public final class GroupedKafkaStream
   private final Map<TopicPartition, Integer> groupOf = new HashMap<>();
   private KafkaConsumer<byte[], byte[]> offsetReader;
   private PartitionOffsets latest;
+  /** Whether the last ListOffsets found nothing new, and when it was sent. */
+  private boolean idle;
+  private long listed;
+  /**
+   * With nothing new, Spark asks for the latest offsets again every 10 ms
+   * ({@code spark.sql.streaming.pollingDelay}): one ListOffsets for every partition each time,
+   * most of a core at 2,000 partitions. An idle stream lists them again only after 1 ms per 20
+   * partitions (at most 250 ms): nothing for a few dozen partitions, 100 ms at 2,000.
+   */
+  private final long idleCheckNanos;
 
   public GroupedKafkaStream(SourceOptions options, InitialOffsets initial) {
     this.options = options;
     this.initial = initial;
+    this.idleCheckNanos = Math.min(250L, options.partitions().size() / 20L) * 1_000_000L;
     List<TopicPartition> partitions = options.partitions();
     for (int i = 0; i < partitions.size(); i++) {
       groupOf.put(partitions.get(i), i % options.groups());
@@ -128,13 +139,27 @@ public final class GroupedKafkaStream
 
   @Override
   public synchronized Offset latestOffset(Offset start, ReadLimit limit) {
-    Map<TopicPartition, Long> ends = ends();
-    latest = new PartitionOffsets(ends);
-    if (limit instanceof ReadMaxRows max) {
-      return new PartitionOffsets(
-          Limits.limited(((PartitionOffsets) start).offsets(), ends, max.maxRows()));
+    Map<TopicPartition, Long> from = ((PartitionOffsets) start).offsets();
+    long now = System.nanoTime();
+    Map<TopicPartition, Long> ends;
+    if (idle && latest != null && now - listed < idleCheckNanos) {
+      ends = latest.offsets();
+    } else {
+      ends = ends();
+      listed = now;
+      latest = new PartitionOffsets(ends);
+      idle = true;
+      for (Map.Entry<TopicPartition, Long> end : ends.entrySet()) {
+        if (end.getValue() > from.getOrDefault(end.getKey(), end.getValue())) {
+          idle = false;
+          break;
+        }
+      }
     }
-    return latest;
+    if (limit instanceof ReadMaxRows max) {
+      return new PartitionOffsets(Limits.limited(from, ends, max.maxRows()));
+    }
+    return new PartitionOffsets(ends);
   }
 
   @Override

@@ -19,8 +19,6 @@ measures the target around its own committed batches).
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -28,10 +26,9 @@ from pathlib import Path
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import Positions
-from kafka_mirror.state.files import write_json
+from kafka_mirror.state.files import read_json, write_json
 
 FILE = "acked-positions.json"
-log = logging.getLogger(__name__)
 
 
 class AckedPositions:
@@ -45,17 +42,12 @@ class AckedPositions:
         # called with the flow's positions whenever they moved (the lag group follows them)
         self.moved = moved
         self._lock = threading.Lock()
-        self._positions: Positions = {}
-        try:
-            entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
-            for entry in entries:
-                self._positions[(entry["topic"], int(entry["partition"]))] = int(entry["offset"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            # never ahead of what was copied: without them the flow resumes at its last
-            # committed batch (records since are written again, none is skipped)
-            self._positions.clear()
-            log.warning("%s is not readable (%s): resuming at the last committed batch",
-                        path, exc)
+        # unreadable: never ahead of what was copied, the flow resumes at its last committed
+        # batch (records since are written again, none is skipped)
+        self._positions: Positions = read_json(
+            path, lambda entries: {(e["topic"], int(e["partition"])): int(e["offset"])
+                                   for e in entries},
+            "resuming at the last committed batch") or {}
 
     def positions(self) -> Positions:
         with self._lock:

@@ -29,7 +29,6 @@ is not on the target.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.state.files import write_json
+from kafka_mirror.state.files import read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +58,10 @@ class TargetEnds:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self.pairs: dict[Key, list[tuple[int, int]]] = {}
-        if path.is_file():
-            for entry in json.loads(path.read_text(encoding="utf-8")):
-                self.pairs[(entry["topic"], int(entry["partition"]))] = [
-                    (int(s), int(t)) for s, t in entry["pairs"]
-                ]
+        self.pairs: dict[Key, list[tuple[int, int]]] = read_json(
+            path, lambda entries: {(e["topic"], int(e["partition"])): [
+                (int(s), int(t)) for s, t in e["pairs"]] for e in entries},
+            "a batch cut short before this start resumes at-least-once") or {}
 
     def record(self, pairs: Mapping[Key, tuple[int, int]]) -> None:
         """Remember ``(source position, target end)`` per partition; on disk (fsync'd) when

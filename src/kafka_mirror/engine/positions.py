@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kafka_mirror.errors import MirrorError
+from kafka_mirror.state.files import read_json, write_json
 
 Positions = dict[tuple[str, int], int]
 _PREFIX = "gen-"
@@ -88,10 +89,10 @@ def committed_positions(checkpoint: Path) -> Positions | None:
 
 def topic_ids(checkpoint: Path) -> dict[str, str]:
     """The source topic IDs a generation mirrored (empty for generations that predate them)."""
-    path = checkpoint / _TOPIC_IDS
-    if not path.is_file():
-        return {}
-    return {str(k): str(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+    return read_json(checkpoint / _TOPIC_IDS,
+                     lambda ids: {str(k): str(v) for k, v in ids.items()},
+                     "the source topics' IDs are not known for that generation (a topic "
+                     "re-created meanwhile is not told apart)") or {}
 
 
 def recreated_topics(
@@ -169,9 +170,7 @@ class FlowState:
         path = self.flow_dir / f"{_PREFIX}{number}"
         path.mkdir(parents=True)
         if source_topic_ids:
-            (path / _TOPIC_IDS).write_text(
-                json.dumps(dict(sorted(source_topic_ids.items()))), encoding="utf-8"
-            )
+            write_json(path / _TOPIC_IDS, dict(sorted(source_topic_ids.items())), durable=True)
         return path
 
     def prune(self, keep: Path) -> None:

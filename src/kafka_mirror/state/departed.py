@@ -10,15 +10,11 @@ epoch when it was first seen out of the flow), so that restarts do not start the
 
 from __future__ import annotations
 
-import json
-import logging
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from kafka_mirror.state.files import write_json
-
-log = logging.getLogger(__name__)
+from kafka_mirror.state.files import read_json, write_json
 
 DEPARTED_FILE = "departed-topics.json"
 
@@ -29,14 +25,10 @@ class DepartedTopics:
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.clock = clock
-        self.since: dict[str, int] = {}
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-            self.since = {str(topic): int(ms) for topic, ms in loaded.items()}
-        except (OSError, ValueError, AttributeError, TypeError) as exc:
-            # the wait starts over: state is kept longer, never dropped early
-            log.warning("%s is not readable (%s): the topics out of the flow are timed again",
-                        path, exc)
+        # unreadable: the wait starts over (state is kept longer, never dropped early)
+        self.since: dict[str, int] = read_json(
+            path, lambda loaded: {str(topic): int(ms) for topic, ms in loaded.items()},
+            "the topics out of the flow are timed again") or {}
 
     def expired(self, mirrored: Collection[str], kept: Collection[str],
                 retention_ms: int) -> list[str]:

@@ -22,13 +22,13 @@ do not.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from kafka_mirror.state.files import write_json
+from kafka_mirror.state.files import read_json, write_json
 
 # per partition; beyond this the two oldest ranges are merged into one that does not map one
 # to one (still never skips: it translates to the older one's start), so memory stays bounded
@@ -146,15 +146,18 @@ class OffsetRanges:
             {"topic": topic, "partition": partition, "ranges": [asdict(r) for r in pr.ranges]}
             for (topic, partition), pr in sorted(self.items())
         ]
-        write_json(path, data)
+        write_json(path, data, durable=True)
 
     @classmethod
     def load(cls, path: Path) -> OffsetRanges:
-        ranges = cls()
-        if not path.is_file():
+        def parse(entries: Any) -> OffsetRanges:
+            ranges = cls()
+            for entry in entries:
+                ranges.partitions[(entry["topic"], int(entry["partition"]))] = PartitionRanges(
+                    CopiedRange(**r) for r in entry["ranges"]
+                )
             return ranges
-        for entry in json.loads(path.read_text(encoding="utf-8")):
-            ranges.partitions[(entry["topic"], int(entry["partition"]))] = PartitionRanges(
-                CopiedRange(**r) for r in entry["ranges"]
-            )
-        return ranges
+
+        loaded = read_json(path, parse, "offset translation starts again from the next "
+                           "batches (checkpoints of older group offsets wait for them)")
+        return loaded if loaded is not None else cls()

@@ -10,14 +10,10 @@ the records below the committed position.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from kafka_mirror.state.files import write_json
-
-log = logging.getLogger(__name__)
+from kafka_mirror.state.files import read_json, write_json
 
 FILE = "source-epochs.json"
 
@@ -29,16 +25,13 @@ class SourceEpochs:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.epochs: dict[Partition, int] = {}
-        try:
-            loaded = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-            self.epochs = {(str(topic), int(p)): int(epoch)
-                           for topic, parts in loaded.items() for p, epoch in parts.items()}
-        except (OSError, ValueError, AttributeError, TypeError) as exc:
-            # the epochs are learnt again from the next batches: a check is skipped, none is
-            # made up
-            log.warning("%s is not readable (%s): the source's leader epochs are read again",
-                        path, exc)
+        # unreadable: the epochs are learnt again from the next batches (a check is skipped,
+        # none is made up)
+        self.epochs: dict[Partition, int] = read_json(
+            path, lambda loaded: {(str(topic), int(p)): int(epoch)
+                                  for topic, parts in loaded.items()
+                                  for p, epoch in parts.items()},
+            "the source's leader epochs are read again") or {}
 
     def get(self, tp: Partition) -> int | None:
         return self.epochs.get(tp)

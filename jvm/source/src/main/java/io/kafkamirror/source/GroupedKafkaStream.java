@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.UUID;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
@@ -207,7 +208,7 @@ public final class GroupedKafkaStream
   }
 
   private InputPartition[] grouped(List<PartitionRange> ranges) {
-    Map<Integer, List<PartitionRange>> groups = new java.util.TreeMap<>();
+    Map<Integer, List<PartitionRange>> groups = new TreeMap<>();
     for (PartitionRange range : ranges) {
       groups.computeIfAbsent(groupOf.get(range.partition()), g -> new ArrayList<>()).add(range);
     }

@@ -8,6 +8,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.function.Function;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -41,7 +46,13 @@ public final class GroupedKafkaStream
   private final InitialOffsets initial;
   private final String streamId = UUID.randomUUID().toString();
   private final Map<TopicPartition, Integer> groupOf = new HashMap<>();
+  /** Used on {@link #offsetsThread} only. */
   private KafkaConsumer<byte[], byte[]> offsetReader;
+  private final ExecutorService offsetsThread = Executors.newSingleThreadExecutor(runnable -> {
+    Thread thread = new Thread(runnable, "kafka-mirror-offsets");
+    thread.setDaemon(true);
+    return thread;
+  });
   private PartitionOffsets latest;
   /** Whether the last ListOffsets found nothing new, and when it was sent. */
   private boolean idle;
@@ -64,7 +75,30 @@ public final class GroupedKafkaStream
     }
   }
 
-  private synchronized KafkaConsumer<byte[], byte[]> reader() {
+  /**
+   * Runs {@code call} with the driver's consumer on the stream's own offsets thread. A stop of
+   * the query interrupts Spark's stream thread: in Kafka's consumer that is an {@code
+   * InterruptException} the query ends with as an error (logged as one); waiting here instead
+   * ends with the {@link InterruptedException} Spark takes for a stop, and the consumer, never
+   * interrupted, finishes its request and is closed on its own thread.
+   */
+  private <T> T offsets(Function<KafkaConsumer<byte[], byte[]>, T> call) {
+    Future<T> result = offsetsThread.submit(() -> call.apply(reader()));
+    try {
+      return result.get();
+    } catch (InterruptedException e) {
+      throw sneaky(e);
+    } catch (ExecutionException e) {
+      throw sneaky(e.getCause());
+    }
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> RuntimeException sneaky(Throwable e) throws E {
+    throw (E) e;
+  }
+
+  private KafkaConsumer<byte[], byte[]> reader() {
     if (offsetReader == null) {
       Map<String, Object> params = new HashMap<>(options.kafkaParams());
       params.putIfAbsent("client.id", "kafka-mirror-offsets-" + streamId.substring(0, 8));
@@ -74,11 +108,13 @@ public final class GroupedKafkaStream
   }
 
   private Map<TopicPartition, Long> ends() {
-    return reader().endOffsets(options.partitions(), Duration.ofMillis(options.pollTimeoutMs()));
+    return offsets(consumer -> consumer.endOffsets(
+        options.partitions(), Duration.ofMillis(options.pollTimeoutMs())));
   }
 
   private Map<TopicPartition, Long> starts(List<TopicPartition> partitions) {
-    return reader().beginningOffsets(partitions, Duration.ofMillis(options.pollTimeoutMs()));
+    return offsets(consumer -> consumer.beginningOffsets(
+        partitions, Duration.ofMillis(options.pollTimeoutMs())));
   }
 
   @Override
@@ -238,10 +274,13 @@ public final class GroupedKafkaStream
 
   @Override
   public synchronized void stop() {
-    if (offsetReader != null) {
-      offsetReader.close(Duration.ofSeconds(5));
-      offsetReader = null;
-    }
+    offsetsThread.execute(() -> {
+      if (offsetReader != null) {
+        offsetReader.close(Duration.ofSeconds(5));
+        offsetReader = null;
+      }
+    });
+    offsetsThread.shutdown();
     ConsumerPool.shared().closeStream(streamId);
   }
 

@@ -23,6 +23,7 @@ from kafka_mirror_testing.localcluster import (
     tail,
     write_properties,
 )
+from kafka_mirror_testing.spark_standalone import SparkStandalone
 
 from .common import (
     CONSUMER_TUNING,
@@ -37,7 +38,6 @@ from .common import (
     TARGET_ALIAS,
 )
 from .measures import Measurement, MirrorResult, TreeSampler, log_time, measure
-from .spark_cluster import SparkStandalone
 from .workload import Workload
 
 NAME = "kafka-mirror"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.spark_standalone import SparkStandalone
 
 from . import class_data
 from .clusters import start_clusters, stop_clusters
@@ -21,7 +22,6 @@ from .km_driver import realtime_settings, run_kafka_mirror
 from .measures import MirrorResult
 from .mm2_driver import run_mm2
 from .report import machine_info, render_table
-from .spark_cluster import SparkStandalone
 from .workload import ProduceResult, Workload, produce
 
 

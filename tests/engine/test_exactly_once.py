@@ -1,22 +1,23 @@
 """Exactly once on the target without target transactions (``mirror.exactly.once.target``).
 
-A mirror is stopped in the middle of a batch (``kill -9``, or a query restart when partitions
-are added to a source topic) while the destination broker throttles its producer (a client
-quota on the sink's client id, and a small producer buffer so that Spark's tasks, not the
-producer, hold the batch), so that on any machine the target holds part of a batch Spark never
-committed;
-the tests check that it did, then that after the restart the target holds every source record
-exactly once, in order, with key, value, headers and timestamp equal. The source is
-transactional with aborted transactions (offset gaps: the skip must count records, not
-offsets). A partition the test writes to behind the mirror's back must fall back to
-at-least-once with a warning, and still lose nothing.
+A mirror is stopped in the middle of a batch (``kill -9``, a query restart when partitions
+are added to a source topic, or, on a Spark standalone cluster, its executor killed) while the
+destination broker throttles its producer (a client quota on the sink's client id, and a small
+producer buffer so that Spark's tasks, not the producer, hold the batch), so that on any machine
+the target holds part of a batch Spark never committed; the tests check that it did, then that
+after the restart the target holds every source record exactly once, in order, with key, value,
+headers and timestamp equal. The source is transactional with aborted transactions (offset
+gaps: the skip must count records, not offsets). A partition the test writes to behind the
+mirror's back must fall back to at-least-once with a warning, and still lose nothing.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,8 +36,9 @@ from mirror_process import (
 )
 
 from kafka_mirror.engine.positions import FlowState
-from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.localcluster import LocalKafkaCluster, free_port
 from kafka_mirror_testing.records import Message, produce
+from kafka_mirror_testing.spark_standalone import SparkStandalone
 from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -111,6 +113,20 @@ def restart_until(args: list[str], log: Path, cluster: LocalKafkaCluster, topic:
     finally:
         mirror.cleanup()
     return mirror
+
+
+def assert_each_once(source: LocalKafkaCluster, topic: str, destination: LocalKafkaCluster,
+                     target_topic: str) -> int:
+    """Every partition of ``target_topic`` holds exactly the records of the source's, in order
+    (key, value, headers, timestamp); returns how many."""
+    want = read_with_offsets(source, topic)
+    got = read_with_offsets(destination, target_topic)
+    for p, records in want.items():
+        theirs = [record for _, record in got.get(p, [])]
+        ours = [record for _, record in records]
+        assert theirs == ours, f"partition {p}: {len(theirs)} on the target, {len(ours)} on " \
+            "the source"
+    return sum(len(r) for r in got.values())
 
 
 def settled_ends(cluster: LocalKafkaCluster, topic: str, quiet: float = 3.0) -> dict[int, int]:
@@ -247,8 +263,11 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
     unique_topic: str, tmp_path: Path,
 ) -> None:
     """Partitions added while a long batch writes: the flow restarts its query; the batch is
-    interrupted after the stop's grace period and the new query skips what it left."""
+    interrupted after the stop's grace period and the new query skips what it left. Meanwhile
+    the mirror's other flow (destination->source) follows a topic created for it: a flow's
+    restart holds no other flow."""
     topic = unique_topic
+    other = f"back-{topic}"
     target_topic = f"source.{topic}"
     source_cluster.create_topic(topic, 2)
     per_partition = 15_000
@@ -256,7 +275,9 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
     config = tmp_path / "mm2.properties"
     config.write_text(mm2_properties(
         source_cluster, destination_cluster,
-        f"topics = {topic}\nmirror.max.records.per.batch = 200000\n" + MIRROR_ONLY))
+        f"topics = {topic}\nmirror.max.records.per.batch = 200000\n" + MIRROR_ONLY
+        + f"destination->source.enabled = true\ndestination->source.topics = {other}\n"
+        "refresh.topics.interval.seconds = 1\n"))
     state = tmp_path / "state"
     destination_cluster.set_producer_quota(SINK_CLIENT_ID, QUOTA)
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(state)],
@@ -271,10 +292,17 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
         produce_transactional(source_cluster, topic, 3, 200, first=10_000_000)
         wait_for(lambda: "topics or partitions changed; restarting" in mirror.output(), 60,
                  "the query restart", mirror)
+        destination_cluster.create_topic(other, 1)
         # the new query planned its start: the rest may go at full speed
         wait_for(lambda: SKIPPED.search(mirror.output()) is not None
                  or "resumes at-least-once" in mirror.output(),
                  120, "the new query's start", mirror)
+        # the other flow started its query on the new topic while this flow was restarting
+        log = mirror.output()
+        started_other = log.find("flow destination->source: mirroring 1 topics")
+        restarted = min(i for i in (log.find("resumes at-least-once"),
+                                    *(m.start() for m in SKIPPED.finditer(log))) if i >= 0)
+        assert 0 <= started_other < restarted, log[-3000:]
         destination_cluster.set_producer_quota(SINK_CLIENT_ID, None)
         total = 2 * per_partition + 3 * 200
         wait_for(lambda: records_on(destination_cluster, target_topic) >= total,
@@ -290,15 +318,66 @@ def test_partitions_added_mid_batch_restart_the_query_exactly_once(
     skips = {int(m["partition"]): m for m in SKIPPED.finditer(log)}
     # the batch was cut by the restart (else this test proves nothing)
     assert skips, log[-3000:]
-    source = read_with_offsets(source_cluster, topic)
-    target = read_with_offsets(destination_cluster, target_topic)
-    for p in range(3):
-        got = [record for _, record in target[p]]
-        want = [record for _, record in source[p]]
-        assert got == want, f"partition {p}: {len(got)} on the target, {len(want)} on the source"
+    total = assert_each_once(source_cluster, topic, destination_cluster, target_topic)
     print(f"partitions added mid-batch: query restarted, skipped "
           f"{ {p: int(m['records']) for p, m in skips.items()} } records already on the target; "
-          f"{sum(len(r) for r in target.values())} records, each exactly once")
+          f"{total} records, each exactly once")
+
+
+def test_an_executor_lost_mid_batch_on_a_spark_cluster_restarts_exactly_once(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    """On a Spark standalone cluster, the executor writing a batch is killed (``kill -9``) after
+    it wrote part of the batch. Spark runs the lost tasks again (``spark.task.maxFailures`` 4),
+    and a retry would write that part a second time: the source refuses retried tasks, the
+    batch's job fails, and the flow restarts the query from what the target holds. The mirror
+    process goes on; every record arrives exactly once."""
+    topic = unique_topic
+    target_topic = f"source.{topic}"
+    source_cluster.create_topic(topic, 2)
+    per_partition = 12_000
+    produce_transactional(source_cluster, topic, 2, per_partition)
+    spark = SparkStandalone(tmp_path / "spark", workers=1, cores=2, memory="512m")
+    url = spark.start()
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties(
+        source_cluster, destination_cluster,
+        f"topics = {topic}\nmirror.max.records.per.batch = 200000\n" + MIRROR_ONLY
+        + f"spark.master = {url}\nspark.driver.host = 127.0.0.1\n"
+        f"spark.driver.bindAddress = 127.0.0.1\nspark.driver.port = {free_port()}\n"
+        "spark.executor.memory = 512m\nspark.cores.max = 2\n"))
+    destination_cluster.set_producer_quota(SINK_CLIENT_ID, QUOTA)
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log").start()
+    try:
+        wait_for(lambda: records_on(destination_cluster, target_topic) >= 2_000,
+                 240, "the first batch under way", mirror)
+        executors = spark.executors()
+        assert len(executors) == 1, executors
+        os.kill(executors[0], signal.SIGKILL)
+        wait_for(lambda: SKIPPED.search(mirror.output()) is not None
+                 or "resumes at-least-once" in mirror.output(),
+                 240, "the restarted query's start", mirror)
+        destination_cluster.set_producer_quota(SINK_CLIENT_ID, None)
+        total = 2 * per_partition
+        wait_for(lambda: records_on(destination_cluster, target_topic) >= total,
+                 300, "everything mirrored", mirror)
+        wait_for(committed_everything(source_cluster, topic, tmp_path / "state"), 120,
+                 "a batch committed past every source record", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+    finally:
+        mirror.cleanup()
+        spark.stop()
+        destination_cluster.set_producer_quota(SINK_CLIENT_ID, None)
+    log = mirror.output()
+    assert "kafka-mirror refuses a retried task" in log, log[-3000:]
+    skips = {int(m["partition"]): int(m["records"]) for m in SKIPPED.finditer(log)}
+    assert skips, log[-3000:]  # the batch was cut (else this test proves nothing)
+    total = assert_each_once(source_cluster, topic, destination_cluster, target_topic)
+    print(f"executor killed mid-batch on a Spark cluster: retries refused, the query restarted, "
+          f"skipped {skips} records already on the target; {total} records, each exactly once")
 
 
 def produce_compacted(cluster: LocalKafkaCluster, topic: str, partitions: int,

@@ -7,9 +7,16 @@ mirror's producer must wait, not drop). Each asserts nothing lost, source order 
 duplicate, and reports how long the mirror took to catch up; none may be taken for an unclean
 leader election. The figures go to docs/reliability.md.
 
-CI form: leader moves, the destination's leader node killed, the ISR shrink and the state disk.
-``KAFKA_MIRROR_FULL=1`` adds the source's leader node killed and the quota throttle followed by
-``kill -9`` of the mirror (whose known duplicates are bounded and reported, not yet 0).
+The mirror can also run in a network namespace of its own, linked to every node of each
+cluster, and be cut off from one cluster for longer than Spark's network timeout (the source's
+consumers then give up mid-fetch, or the driver's offsets request does, and the query fails; the
+flow restarts it once the link is back).
+
+CI form: leader moves, the destination's leader node killed, the ISR shrink, the state disk and
+a 30 s cut from the source with ``spark.network.timeout`` at 20 s. ``KAFKA_MIRROR_FULL=1`` adds
+the source's leader node killed, the quota throttle followed by ``kill -9`` of the mirror (whose
+known duplicates are bounded and reported, not yet 0), and cuts from either side of 150 s with
+Spark's default timeout (120 s).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from continuous import (
     tmpfs,
 )
 from mirror_process import MirrorProcess, running
+from netns import MirrorNamespace, available
 
 from kafka_mirror_testing.multinode import MultiNodeKafkaCluster
 from kafka_mirror_testing.waiting import wait_for
@@ -49,15 +57,41 @@ SINK_CLIENT_ID = "kafka-mirror-fsrc_to_fdst"  # the client id of the mirror's pr
 # topic configs not synced (the test changes one on the target)
 UNSYNCED = "sync.topic.configs.enabled = false\n"
 
+# the network cut: its length and Spark's network timeout (the source consumers' poll timeout)
+CUT_SECONDS = 150.0 if FULL else 30.0
+NETWORK_TIMEOUT = "" if FULL else (
+    "spark.network.timeout = 20s\nspark.network.timeoutInterval = 10s\n")
+
 Pair = tuple[MultiNodeKafkaCluster, MultiNodeKafkaCluster]
 RUNS: list[Run] = []
 
 
 @pytest.fixture(scope="module")
-def three_node_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+def links() -> Iterator[MirrorNamespace | None]:
+    """A network namespace for the mirror, with a link to each cluster (link 0: source, 1:
+    destination); None where namespaces cannot be made (the network cut is then skipped)."""
+    if available() is not None:
+        yield None
+        return
+    with MirrorNamespace(links=2) as namespace:
+        yield namespace
+
+
+@pytest.fixture(scope="module")
+def three_node_pair(tmp_path_factory: pytest.TempPathFactory,
+                    links: MirrorNamespace | None) -> Iterator[Pair]:
+    """Every node listens on loopback and, where the mirror can have a namespace, on its
+    cluster's link (listener CUT)."""
     home = tmp_path_factory.mktemp("faults3")
-    pair = (MultiNodeKafkaCluster("fsrc3", home, heap="256m"),
-            MultiNodeKafkaCluster("fdst3", home, heap="256m"))
+
+    def cluster(name: str, link: int) -> MultiNodeKafkaCluster:
+        if links is None:
+            return MultiNodeKafkaCluster(name, home, heap="256m")
+        return MultiNodeKafkaCluster(name, home, heap="256m",
+                                     extra_listeners={"CUT": "PLAINTEXT"},
+                                     listener_hosts={"CUT": links.cluster_address(link)})
+
+    pair = (cluster("fsrc3", 0), cluster("fdst3", 1))
     with running(pair):  # type: ignore[arg-type]
         try:
             yield pair
@@ -68,21 +102,27 @@ def three_node_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
 
 
 class Run:
-    """A mirror of ``topic`` (3 partitions) under continuous produce on the pair."""
+    """A mirror of ``topic`` (3 partitions) under continuous produce on the pair; in the
+    namespace ``links``, through the clusters' CUT listeners, when given."""
 
-    def __init__(self, pair: Pair, topic: str, tmp_path: Path, state: Path | None = None
-                 ) -> None:
+    def __init__(self, pair: Pair, topic: str, tmp_path: Path, state: Path | None = None,
+                 links: MirrorNamespace | None = None, extra: str = "") -> None:
         self.source, self.destination = pair
         self.topic, self.target = topic, f"fsrc.{topic}"
         for cluster in pair:
             cluster.start()  # every node up
         self.source.create_topic(topic, PARTITIONS)
-        config = mirror_config(tmp_path / "mm2.properties", self.source.bootstrap,
-                               self.destination.bootstrap, topic, UNSYNCED, replicas=3)
+        listener = "PLAINTEXT" if links is None else "CUT"
+        config = mirror_config(tmp_path / "mm2.properties", self.source.bootstrap_for(listener),
+                               self.destination.bootstrap_for(listener), topic,
+                               UNSYNCED + extra, replicas=3)
         self.writer = ContinuousProducer(self.source, topic, rate=1000).start()
         self.args = ["run", str(config), "--state-dir", str(state or tmp_path / "state")]
         self.logs = tmp_path
-        self.mirror = MirrorProcess(self.args, tmp_path / "mirror.log").start()
+        self.mirror = MirrorProcess(
+            self.args, tmp_path / "mirror.log",
+            prefix=() if links is None else links.prefix,
+            env=None if links is None else {"SPARK_LOCAL_IP": "127.0.0.1"}).start()
         self.copied = LagGroup(self.source, topic).total
         RUNS.append(self)
 
@@ -221,3 +261,34 @@ def test_the_mirrors_state_disk_full_then_space_freed(three_node_pair: Pair,
         assert run.mirror.proc is not None and run.mirror.proc.poll() is None, run.mirror.tail()
         ballast.unlink()
         run.end(f"the mirror's state disk full for {OUTAGE_SECONDS:.0f} s, then space freed")
+
+
+@pytest.mark.parametrize("side", ["source", "destination"] if FULL else ["source"])
+def test_a_network_cut_longer_than_the_network_timeout_loses_nothing(
+    three_node_pair: Pair, links: MirrorNamespace | None, tmp_path: Path, side: str,
+) -> None:
+    """Every packet between the mirror and every node of one cluster dropped (no reset) for
+    longer than Spark's network timeout: from the source, the consumers reading a batch give up
+    mid-fetch, or the driver's request for the source's offsets does, and the query fails; the
+    flow restarts it with backoff until the link is back. From the destination, the producer
+    waits (its delivery timeout is unbounded)."""
+    if links is None:
+        pytest.skip(available() or "no network namespace")
+    run = Run(three_node_pair, f"cut3-{side}", tmp_path, links=links, extra=NETWORK_TIMEOUT)
+    run.under_way()
+    link = 0 if side == "source" else 1
+    links.cut(link)
+    try:
+        time.sleep(CUT_SECONDS)  # the fault's length
+    finally:
+        links.restore(link)
+    assert run.mirror.proc is not None and run.mirror.proc.poll() is None, run.mirror.tail()
+    if side == "source":  # the cut outlasted the timeout: the query failed (else this proves
+        # nothing); the flow notices once its upkeep's calls to the source return
+        wait_for(lambda: "query failed: " in run.mirror.output(), 120, "the query's failure",
+                 run.mirror)
+    failures = re.findall(r"query failed: (.*); retrying in", run.mirror.output())
+    timeout = "20 s" if NETWORK_TIMEOUT else "120 s (default)"
+    run.end(f"every node of the {side} cut off from the mirror for {CUT_SECONDS:.0f} s "
+            f"(Spark's network timeout {timeout}; the query failed {len(failures)} times, first: "
+            f"{failures[0][:120] if failures else '-'})")

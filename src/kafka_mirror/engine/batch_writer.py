@@ -185,6 +185,9 @@ class BatchWriter:
         # set while a write runs, and left set when it did not end normally: records of it may
         # still be in the producer's buffer
         self.writing = threading.Event()
+        # set while Spark runs this function for a batch (planning a batch, or waiting for
+        # the source's offsets, is not writing one: a stop need not wait for it)
+        self.in_batch = threading.Event()
         # per target partition: (source position, target end) read right after the last batch
         # this writer wrote; the next batch starts there unless something else wrote meanwhile
         self._last_after: dict[tuple[str, int], tuple[int, int]] = {}
@@ -193,6 +196,13 @@ class BatchWriter:
         self.query_active: Callable[[], bool] | None = None
 
     def __call__(self, frame: Any, batch_id: int) -> None:
+        self.in_batch.set()
+        try:
+            self._write(frame, batch_id)
+        finally:
+            self.in_batch.clear()
+
+    def _write(self, frame: Any, batch_id: int) -> None:
         if self.stopping.is_set():
             self.refused.set()
             self._refuse(frame, batch_id)

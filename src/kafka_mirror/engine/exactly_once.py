@@ -45,7 +45,8 @@ TARGET_ENDS_FILE = "target-ends.json"
 # (source position, target end) pairs kept per partition: the start and end of the last batches
 HISTORY = 6
 POLL_RECORDS = 10_000
-# the restart runs in the mirror's main loop, which /health/live wants to see within 30 s
+# a partition's count longer than this falls back to at-least-once (the restart runs on the
+# flow's own thread; /health/live allows a restart 10 minutes)
 COUNT_SECONDS = 25.0
 WAIT_SECONDS = 20.0
 Key = tuple[str, int]

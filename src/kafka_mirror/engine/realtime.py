@@ -145,7 +145,8 @@ def realtime_groups(flow: FlowSpec, assignment: Mapping[str, int], slots: int, t
 class RealTimeWriter:
     """Stands where a flow's :class:`BatchWriter` stands in micro-batch mode: the sink options
     of one query run, and its :class:`BatchWritten` events, built from the ranges the
-    interceptor recorded (drained on every tick of the main loop and at every committed batch)."""
+    interceptor recorded (drained on every tick of the flow's upkeep and at every committed
+    batch)."""
 
     def __init__(self, flow: FlowSpec, checkpoint: Path, sink_options: Mapping[str, str],
                  run_key: str, assignment: Mapping[str, int]) -> None:

@@ -278,10 +278,32 @@ def librdkafka_config(props: Mapping[str, str], what: str) -> dict[str, str]:
     return conf
 
 
+# librdkafka's facility for a broker connection that failed or was closed (level 3, LOG_ERR);
+# Kafka's Java clients log the same at WARN ("Connection to node ... could not be established.
+# Node may not be available."): a broker restarting is no error of the mirror's. A refused login
+# or TLS handshake (same facility) stays an error.
+_CONNECTION_FACILITY = "FAIL"
+_LOGIN_WORDS = ("authentication", "sasl", "ssl", "certificate")
+
+
+def _connection_lost(args: tuple[Any, ...]) -> bool:
+    """Whether confluent-kafka's ``(facility, client, text)`` is a lost or refused connection."""
+    if len(args) < 3 or args[0] != _CONNECTION_FACILITY:
+        return False
+    text = str(args[2]).lower()
+    return not any(word in text for word in _LOGIN_WORDS)
+
+
 class _ClientLog(logging.LoggerAdapter):  # type: ignore[type-arg]
     """librdkafka's messages, which confluent-kafka hands to a ``logger`` setting as
     ``log(level, "%s [%s] %s", facility, client name, text)`` at their syslog level mapped to
-    Python's, prefixed with what the client is for."""
+    Python's (lost or refused connections at WARNING, as the Java clients log them), prefixed
+    with what the client is for."""
+
+    def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
+        if level > logging.WARNING and _connection_lost(args):
+            level = logging.WARNING
+        super().log(level, msg, *args, **kwargs)
 
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         return f"{self.extra['client'] if self.extra else ''}: {msg}", kwargs

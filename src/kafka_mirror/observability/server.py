@@ -2,10 +2,10 @@
 (as Strimzi gives MirrorMaker its probes) and ``/status`` (JSON, read by ``kafka-mirror status``).
 
 - live: the mirror is still starting (connecting, syncing topics, starting Spark), or its main
-  loop ran within :data:`LIVE_WINDOW_SECONDS` (its queries are watched and restarted by that
-  loop), or the loop is restarting a flow's query, for at most :data:`RESTART_WINDOW_SECONDS`
-  (the batch being written finishes, what a cut batch left on the target is read back: with many
-  partitions longer than the live window).
+  loop reported within :data:`LIVE_WINDOW_SECONDS` that no flow's upkeep is overdue (each flow's
+  query is started, watched and restarted on a thread of its own: a call stuck for longer than
+  the live window, or a query restart longer than :data:`RESTART_WINDOW_SECONDS` (the batch
+  being written finishes, what a cut batch left on the target is read back), is overdue).
 - ready: every flow runs a query and either committed a batch that moved records, or reported an
   idle trigger with nothing left to mirror, within :data:`READY_WINDOW_SECONDS`; a flow stopped
   for good is never ready.
@@ -62,18 +62,11 @@ class MirrorStatus:
         self.loop_ran: float | None = None  # None: still starting
 
     def beat(self) -> None:
-        """The main loop ran."""
+        """The main loop ran and found no flow's upkeep overdue."""
         self.loop_ran = time.monotonic()
 
     def live(self) -> bool:
-        if self.loop_ran is None or time.monotonic() - self.loop_ran <= LIVE_WINDOW_SECONDS:
-            return True
-        now = time.time()
-        return any(
-            flow.state == "restarting" and flow.state_since is not None
-            and now - flow.state_since <= RESTART_WINDOW_SECONDS
-            for flow in self.metrics.snapshot().values()
-        )
+        return self.loop_ran is None or time.monotonic() - self.loop_ran <= LIVE_WINDOW_SECONDS
 
     def report(self) -> dict[str, Any]:
         now = time.time()

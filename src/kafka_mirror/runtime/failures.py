@@ -3,6 +3,7 @@ and the records of the batch the target refused."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kafka_mirror.config.model import FlowSpec
@@ -22,6 +23,28 @@ def first_line(text: str) -> str:
     """The first non-blank line of ``text`` (at most 500 characters), for one-line reports."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[0][:500] if lines else text
+
+
+# a line naming a JVM exception and its message (``Caused by: a.b.CException: ...`` or, in
+# py4j's report, ``: a.b.CException: ...``)
+_JVM_EXCEPTION = re.compile(
+    r"^(?:Caused by: |: )?((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error): .*)$")
+_WRAPPERS = ("py4j.", "org.apache.spark.sql.execution.streaming.sources.ForeachBatchUserFunc")
+
+
+def query_error_line(error: str) -> str:
+    """One line for a failed query's error: its first line, unless that is only py4j's word
+    that the batch function raised (``An exception was raised by the Python Proxy``); then the
+    first JVM exception under it that is not a wrapper (for example Spark's ``Job aborted due to
+    stage failure: ... most recent failure: ...``)."""
+    head = first_line(error)
+    if "Python Proxy" not in head:
+        return head
+    for line in error.splitlines():
+        found = _JVM_EXCEPTION.match(line.strip())
+        if found and not found.group(1).startswith(_WRAPPERS):
+            return found.group(1)[:500]
+    return head
 
 
 def failure_reason(error: str, exception: str) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from kafka_mirror.engine.leader_epochs import (
 from kafka_mirror.engine.positions import (
     FlowState,
     Positions,
+    TopicIdsUnknown,
     ids_to_record,
     recreated_topics,
     starting_offsets,
@@ -42,7 +45,13 @@ from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.clients import admin_properties, spark_sink_options
 from kafka_mirror.observability.null_metrics import Metrics
 from kafka_mirror.runtime.exactly_once_restart import ExactlyOnceRestart, SkipNotKnown, keeps_prefix
-from kafka_mirror.runtime.failures import error_kind, failed_for_good, first_line, permanent_failure
+from kafka_mirror.runtime.failures import (
+    error_kind,
+    failed_for_good,
+    first_line,
+    permanent_failure,
+    query_error_line,
+)
 from kafka_mirror.runtime.realtime_flow import RealTimeFlow
 from kafka_mirror.runtime.restarts import (
     RECORD_SIZE,
@@ -121,8 +130,13 @@ class FlowRunner:
         self.query: Any = None
         # per query run (progress events of a stopped run can still arrive after a restart)
         self.writers: dict[str, Writer] = {}
-        # the other flows of the process (real-time ones hold task slots)
+        # the other flows of the process (real-time ones hold task slots), and the lock under
+        # which real-time flows count the free slots and take theirs (flows start in parallel)
         self.peers: Mapping[str, FlowRunner] = {}
+        self.slots: threading.Lock = threading.Lock()
+        # the process is stopping: no query starts any more (set before the flows stop)
+        self.closing = False
+        self._query_lock = threading.Lock()  # a query started or taken for a stop
         self.groups = 0
         self.assignment: dict[str, int] = {}
         self.next_refresh = 0.0
@@ -177,6 +191,16 @@ class FlowRunner:
             return {}
         return ids
 
+    def first_start(self, spark: Any, assignment: dict[str, int]) -> None:
+        """The flow's first query (a start that must wait for what the target holds, or for
+        its topics' IDs, is retried by :meth:`tick`)."""
+        if self.failed is not None:
+            return
+        try:
+            self.follow(spark, assignment)
+        except (SkipNotKnown, TopicIdsUnknown) as exc:
+            self.failed_attempt(exc, time.monotonic())
+
     def follow(self, spark: Any, assignment: dict[str, int]) -> None:
         """(Re)start the query when the partitions to mirror changed."""
         recreated = recreated_topics(self.started_ids, self.topic_ids)
@@ -210,6 +234,8 @@ class FlowRunner:
             self.restarting = False
 
     def _start(self, spark: Any, assignment: dict[str, int], reason: str | None) -> None:
+        if self.closing:
+            return
         self.stop()
         self.assignment = assignment
         self.metrics.set_assignment(self.flow, assignment)
@@ -227,16 +253,20 @@ class FlowRunner:
         if not go:
             return
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
-        groups = None
-        if self.flow.realtime:
-            taken = sum(peer.realtime_slots for peer in self.peers.values() if peer is not self)
-            groups = realtime_groups(self.flow, assignment,
-                                     int(spark.sparkContext.defaultParallelism), taken,
-                                     os.cpu_count() or 1)
-        checkpoint = self.state.new_generation(ids)
-        self.started_ids = ids
-        self.state.prune(keep=checkpoint)
-        self._start_query(spark, assignment, start, checkpoint, groups)
+        with self.slots if self.flow.realtime else nullcontext():
+            groups = None
+            if self.flow.realtime:
+                taken = sum(peer.realtime_slots for peer in self.peers.values()
+                            if peer is not self)
+                groups = realtime_groups(self.flow, assignment,
+                                         int(spark.sparkContext.defaultParallelism), taken,
+                                         os.cpu_count() or 1)
+            if self.closing:  # planned while the process began to stop
+                return
+            checkpoint = self.state.new_generation(ids)
+            self.started_ids = ids
+            self.state.prune(keep=checkpoint)
+            self._start_query(spark, assignment, start, checkpoint, groups)
 
     def _start_positions(self, spark: Any, assignment: dict[str, int]
                          ) -> tuple[Positions | None, bool]:
@@ -324,21 +354,25 @@ class FlowRunner:
     def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
                      checkpoint: Path, groups: int | None) -> None:
         writer = self._new_writer(spark, assignment, checkpoint)
-        self.last_writer = writer
-        self.realtime.new_run()
-        self.started_largest_batch = self.largest_batch
-        self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
-                                 with_latency=self.with_latency, groups=groups)
-        self.groups = groups or 0
-        for dropped in list(self.writers.values())[:-2]:
-            if isinstance(dropped, RealTimeWriter):
-                # acknowledgements that reached an old run's producer after its stop
-                dropped.forget()
-        self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
-        self.writers[str(self.query.runId)] = writer
-        if isinstance(writer, BatchWriter):
-            query = self.query
-            writer.query_active = lambda: bool(query.isActive)
+        with self._query_lock:
+            if self.closing:  # the process stops: the next start resumes from the same place
+                log.info("flow %s: not started (the mirror is stopping)", self.flow.name)
+                return
+            self.last_writer = writer
+            self.realtime.new_run()
+            self.started_largest_batch = self.largest_batch
+            self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
+                                     with_latency=self.with_latency, groups=groups)
+            self.groups = groups or 0
+            for dropped in list(self.writers.values())[:-2]:
+                if isinstance(dropped, RealTimeWriter):
+                    # acknowledgements that reached an old run's producer after its stop
+                    dropped.forget()
+            self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
+            self.writers[str(self.query.runId)] = writer
+            if isinstance(writer, BatchWriter):
+                query = self.query
+                writer.query_active = lambda: bool(query.isActive)
         log.info(
             "flow %s: mirroring %d topics, %d partitions (checkpoint %s)",
             self.flow.name,
@@ -456,7 +490,7 @@ class FlowRunner:
                 return
         permanent = permanent_failure(error)
         if permanent is None:
-            raise MirrorError(f"query failed: {first_line(error)}")
+            raise MirrorError(f"query failed: {query_error_line(error)}")
         self.failed = failed_for_good(self.flow, error, permanent,
                                       writer.checkpoint if writer else None)
         log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
@@ -515,8 +549,9 @@ class FlowRunner:
         """Stop between batches: the batch being written finishes, the next is refused (and
         read again on the next start); past the grace period the query is interrupted."""
         self.begin_stop()
-        writer = self._current_writer()
-        query, self.query = self.query, None
+        with self._query_lock:
+            writer = self._current_writer()
+            query, self.query = self.query, None
         if query is None:
             return
         if isinstance(writer, RealTimeWriter):
@@ -533,8 +568,9 @@ class FlowRunner:
             return
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         while time.monotonic() < deadline and query.isActive:
-            if writer is not None and writer.refused.is_set():
-                break
+            if writer is not None and (writer.refused.is_set() or not writer.in_batch.is_set()):
+                break  # no batch is being written (Spark may be planning one, or asking the
+                # source for its offsets: a topic just deleted keeps that waiting)
             if not query.status.get("isTriggerActive", False):
                 break
             time.sleep(0.05)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from functools import partial
@@ -15,7 +14,6 @@ from typing import Any
 from kafka_mirror.config.model import MirrorConfig
 from kafka_mirror.engine.batches import BatchHook
 from kafka_mirror.engine.class_data import CLASS_DATA_DIR, ClassData
-from kafka_mirror.engine.positions import TopicIdsUnknown
 from kafka_mirror.engine.session import (
     build_session,
     connector_jars,
@@ -31,11 +29,16 @@ from kafka_mirror.observability.lag import LagCommitter
 from kafka_mirror.observability.metrics import MirrorMetrics
 from kafka_mirror.observability.null_metrics import Metrics, NullMetrics
 from kafka_mirror.observability.progress import ProgressReporter
-from kafka_mirror.observability.server import MetricsServer, MirrorStatus
+from kafka_mirror.observability.server import (
+    LIVE_WINDOW_SECONDS,
+    RESTART_WINDOW_SECONDS,
+    MetricsServer,
+    MirrorStatus,
+)
 from kafka_mirror.runtime.control_plane import ControlPlane
-from kafka_mirror.runtime.exactly_once_restart import SkipNotKnown
 from kafka_mirror.runtime.failures import first_line
-from kafka_mirror.runtime.flow import FlowRunner
+from kafka_mirror.runtime.flow import STOP_GRACE_SECONDS, FlowRunner
+from kafka_mirror.runtime.flow_workers import FlowWorker, FlowWorkers
 from kafka_mirror.runtime.listener import Listener, spark_listener
 from kafka_mirror.runtime.periodic import Periodic
 from kafka_mirror.runtime.session_start import SessionStart
@@ -127,12 +130,13 @@ class Mirror:
             spark = build_session(realtime_master(conf) if realtime else conf)
             teardown.spark.add("Spark session", spark.stop)
         teardown.spark.add("log", partial(log.info, "stopped"))
-        self._stop_flows_at_teardown(runners, teardown)
+        workers = _workers(spark, runners, initial)
+        self._stop_flows_at_teardown(runners, workers, teardown)
         control.last_checkpoints_at_stop()
         if class_data is not None:
             class_data.started(spark)
         self._hooks(spark, runners, teardown)
-        self._mirror(stop, spark, runners, initial)
+        self._mirror(stop, runners, workers)
 
     def _spark_conf(self, teardown: Teardown) -> tuple[dict[str, str], ClassData | None]:
         """Spark's settings, once its master answers (an unreachable Spark master fails before
@@ -169,13 +173,17 @@ class Mirror:
         return runners
 
     @staticmethod
-    def _stop_flows_at_teardown(runners: Mapping[str, FlowRunner], teardown: Teardown) -> None:
-        """At the stop, every flow finishes its batch at once, then each query stops."""
+    def _stop_flows_at_teardown(runners: Mapping[str, FlowRunner], workers: FlowWorkers,
+                                teardown: Teardown) -> None:
+        """At the stop, every flow finishes its batch at once and starts no query, the upkeep
+        under way ends, then each query stops."""
         def begin() -> None:
             log.info("stopping")
             for runner in runners.values():
+                runner.closing = True
                 runner.begin_stop()
         teardown.flows.add("flows", begin)
+        teardown.flows.add("flow upkeep", partial(workers.close, 2 * STOP_GRACE_SECONDS))
         for runner in runners.values():
             teardown.flows.add(f"flow {runner.flow.name}", runner.stop)
 
@@ -193,28 +201,35 @@ class Mirror:
             runner.realtime.progress_hooks = hooks
         spark.streams.addListener(spark_listener(Listener(runners, hooks)))
 
-    def _mirror(self, stop: threading.Event, spark: Any, runners: Mapping[str, FlowRunner],
-                initial: Mapping[str, dict[str, int]]) -> None:
-        """Start the flows, then keep them running until ``stop`` is set."""
-        for name, runner in runners.items():
-            if runner.failed is None:
-                try:
-                    runner.follow(spark, initial[name])
-                except (SkipNotKnown, TopicIdsUnknown) as exc:  # retried by tick()
-                    runner.failed_attempt(exc, time.monotonic())
-        self._beat(runners)
+    def _mirror(self, stop: threading.Event, runners: Mapping[str, FlowRunner],
+                workers: FlowWorkers) -> None:
+        """Start the flows, each on its own thread, then keep them running until ``stop`` is
+        set: every second each flow's tick is due, and the mirror reports itself live while no
+        flow's upkeep is overdue."""
+        workers.start()
+        self._beat(runners, workers)
         while not stop.wait(1.0):
-            for runner in runners.values():
-                runner.tick(spark)
-            self._beat(runners)
+            workers.poke()
+            self._beat(runners, workers)
             if all(runner.failed is not None for runner in runners.values()):
                 raise _stopped_for_good(runners)
 
-    def _beat(self, runners: Mapping[str, FlowRunner]) -> None:
-        if self.status is not None:
-            self.status.beat()
+    def _beat(self, runners: Mapping[str, FlowRunner], workers: FlowWorkers) -> None:
         for runner in runners.values():
             self.metrics.set_state(runner.flow, runner.phase())
+        if self.status is not None and workers.healthy():
+            self.status.beat()
+
+
+def _workers(spark: Any, runners: Mapping[str, FlowRunner],
+             initial: Mapping[str, dict[str, int]]) -> FlowWorkers:
+    """A worker per flow: its first start with the partitions found at the start, then its
+    ticks."""
+    return FlowWorkers(
+        {name: FlowWorker(name, partial(runner.first_start, spark, initial[name]),
+                          partial(runner.tick, spark), partial(getattr, runner, "restarting"))
+         for name, runner in runners.items()},
+        busy_window=LIVE_WINDOW_SECONDS, restart_window=RESTART_WINDOW_SECONDS)
 
 
 def _close_target_offsets(runner: FlowRunner) -> None:

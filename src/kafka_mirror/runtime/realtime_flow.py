@@ -19,7 +19,7 @@ from kafka_mirror.engine.realtime import RealTimeProgress, RealTimeWriter
 from kafka_mirror.runtime.resume import SourceAdmin, assigned_partitions
 
 log = logging.getLogger(__name__)
-# real-time progress: how long the source's offsets may take to answer (the main loop waits)
+# real-time progress: how long the source's offsets may take to answer (the flow's upkeep waits)
 PROGRESS_LOOKUP_SECONDS = 2.0
 # how often a running real-time flow reads the source's leader epochs (one ListOffsets request)
 EPOCH_CHECK_SECONDS = 5.0

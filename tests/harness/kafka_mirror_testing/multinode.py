@@ -44,7 +44,10 @@ class KafkaNode(LocalKafkaCluster):
     def __init__(self, cluster: MultiNodeKafkaCluster, node_id: int, heap: str,
                  server_overrides: Mapping[str, str]) -> None:
         super().__init__(f"{cluster.name}-{node_id}", cluster.workdir, heap=heap,
-                         server_overrides=server_overrides)
+                         server_overrides=server_overrides,
+                         extra_listeners=cluster.extra_listeners,
+                         listener_binds={name: (host, 0)
+                                         for name, host in cluster.listener_hosts.items()})
         self.cluster = cluster
         self.node_id = node_id
         self.cluster_id = cluster.cluster_id
@@ -92,12 +95,20 @@ class KafkaNode(LocalKafkaCluster):
 
 
 class MultiNodeKafkaCluster(Service):
-    """``nodes`` KRaft nodes (broker + controller each) on 127.0.0.1, started together."""
+    """``nodes`` KRaft nodes (broker + controller each) on 127.0.0.1, started together.
+
+    ``extra_listeners`` (name -> security protocol) gives every node another listener, bound to
+    127.0.0.1 unless ``listener_hosts`` names another address for it (the nodes then share that
+    address, each on a port of its own); ``bootstrap_for(name)`` lists every node's."""
 
     def __init__(self, name: str, workdir: Path, nodes: int = 3, heap: str = "384m",
-                 server_overrides: Mapping[str, str] | None = None) -> None:
+                 server_overrides: Mapping[str, str] | None = None,
+                 extra_listeners: Mapping[str, str] | None = None,
+                 listener_hosts: Mapping[str, str] | None = None) -> None:
         if nodes < 1:
             raise ValueError("a cluster has at least one node")
+        self.extra_listeners = dict(extra_listeners or {})
+        self.listener_hosts = dict(listener_hosts or {})
         self.name = name
         self.workdir = Path(workdir).resolve()
         self.cluster_id = random_cluster_id()
@@ -116,6 +127,10 @@ class MultiNodeKafkaCluster(Service):
     def bootstrap(self) -> str:
         """Every node's PLAINTEXT listener (clients find the live ones)."""
         return ",".join(f"{LOOPBACK}:{self.ports[n.node_id]['PLAINTEXT']}" for n in self.nodes)
+
+    def bootstrap_for(self, listener: str) -> str:
+        """Every node's address on ``listener``."""
+        return ",".join(node.bootstrap_for(listener) for node in self.nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         return self.nodes[node_id - 1]
@@ -207,7 +222,10 @@ class MultiNodeKafkaCluster(Service):
         first = not self.ports
         if first:
             for node in self.nodes:
-                self.ports[node.node_id] = {"PLAINTEXT": free_port(), "CONTROLLER": free_port()}
+                self.ports[node.node_id] = {
+                    name: free_port()
+                    for name in ("PLAINTEXT", *(n.upper() for n in self.extra_listeners),
+                                 "CONTROLLER")}
                 node.ports = dict(self.ports[node.node_id])
         down = [n for n in self.nodes if not n.alive()]
         deadline = time.monotonic() + timeout

@@ -1,5 +1,7 @@
 """librdkafka's messages go through Python logging, at their level, naming the client: none is
-written past the logging set-up (librdkafka's own ``%3|...|FAIL|...`` lines on stderr)."""
+written past the logging set-up (librdkafka's own ``%3|...|FAIL|...`` lines on stderr). A broker
+connection that failed (facility FAIL, librdkafka's level 3) is a WARNING, as Kafka's Java
+clients log it: a broker restart is no error of the mirror's."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def _failures(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
             and "Connection refused" in r.getMessage()]
 
 
-def test_a_producers_connection_failures_are_logged_as_errors_naming_the_client(
+def test_a_producers_connection_failures_are_logged_as_warnings_naming_the_client(
     caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
 ) -> None:
     cluster = mm2_from_text(CONFIG).clusters["A"]
@@ -38,7 +40,7 @@ def test_a_producers_connection_failures_are_logged_as_errors_naming_the_client(
     while not _failures(caplog) and time.monotonic() < deadline:
         producer.poll(0.2)
     (first, *_) = _failures(caplog)
-    assert first.levelno == logging.ERROR  # librdkafka's level 3 (LOG_ERR)
+    assert first.levelno == logging.WARNING  # librdkafka's level 3 (LOG_ERR), facility FAIL
     assert first.getMessage().startswith("cluster 'A' producer: FAIL [rdkafka#producer-")
     assert "%3|" not in capfd.readouterr().err
 
@@ -58,3 +60,22 @@ def test_an_admin_clients_messages_are_served_at_its_next_call(
     (first, *_) = _failures(caplog)
     assert first.getMessage().startswith("cluster 'A' admin: FAIL [rdkafka#producer-")
     assert "%3|" not in capfd.readouterr().err
+
+
+def test_other_messages_keep_their_level(caplog: pytest.LogCaptureFixture) -> None:
+    from kafka_mirror.kafka.librdkafka import with_client_log
+
+    caplog.set_level(logging.DEBUG, "kafka_mirror.librdkafka")
+    logger = with_client_log({}, "cluster 'A' admin")["logger"]
+    logger.log(logging.ERROR, "%s [%s] %s", "SSL", "rdkafka#producer-1", "handshake failed")
+    logger.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-1", "Connection refused")
+    logger.log(logging.CRITICAL, "%s [%s] %s", "FAIL", "rdkafka#producer-1", "refused")
+    logger.log(logging.INFO, "%s [%s] %s", "FAIL", "rdkafka#producer-1", "closed")
+    logger.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-1",
+               "SASL authentication error: Authentication failed during authentication")
+    logger.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-1",
+               "SSL handshake failed: certificate verify failed")
+    seen = [r for r in caplog.records if r.name == "kafka_mirror.librdkafka"]
+    assert [r.levelno for r in seen] == [logging.ERROR, logging.WARNING, logging.WARNING,
+                                         logging.INFO, logging.ERROR, logging.ERROR]
+    assert seen[0].getMessage() == "cluster 'A' admin: SSL [rdkafka#producer-1] handshake failed"

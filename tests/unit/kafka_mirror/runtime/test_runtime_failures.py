@@ -98,3 +98,32 @@ def test_failed_for_good_leads_with_the_refused_records(tmp_path: Path) -> None:
                    f"RecordTooLargeException: too big\n{error}")
     assert failed_for_good(_flow(), error, "RecordTooLargeException", None) == \
         f"RecordTooLargeException: too big\n{error}"
+
+
+def test_a_query_error_from_the_batch_function_is_named_by_its_cause() -> None:
+    """py4j's first line says only that the batch function raised; the line reported is Spark's
+    (or Kafka's) exception under it."""
+    from kafka_mirror.runtime.failures import query_error_line
+
+    error = (
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent "
+        "call last):\n"
+        '  File "/x/py4j/clientserver.py", line 644, in _call_proxy\n'
+        "    return_value = getattr(self.pool[obj_id], method)(*params)\n"
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o195.save.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 "
+        "failed 4 times, most recent failure: Lost task 1.3 in stage 0.0 (TID 6) (127.0.0.1 "
+        "executor 1): java.lang.IllegalStateException: kafka-mirror refuses a retried task\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(x.scala:1)\n"
+        "Caused by: java.lang.IllegalStateException: kafka-mirror refuses a retried task\n")
+    assert query_error_line(error) == (
+        "org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 "
+        "failed 4 times, most recent failure: Lost task 1.3 in stage 0.0 (TID 6) (127.0.0.1 "
+        "executor 1): java.lang.IllegalStateException: kafka-mirror refuses a retried task")
+    # any other first line is the report
+    assert query_error_line("org.apache.kafka.common.errors.TimeoutException: x\n at y") == \
+        "org.apache.kafka.common.errors.TimeoutException: x"
+    # nothing better under the wrapper: its line
+    assert query_error_line("An exception was raised by the Python Proxy. Return Message: "
+                            "boom\nValueError: bad") == \
+        "An exception was raised by the Python Proxy. Return Message: boom"

@@ -15,6 +15,7 @@ import java.util.concurrent.Future;
 import java.util.function.Function;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -46,8 +47,8 @@ public final class GroupedKafkaStream
   private final InitialOffsets initial;
   private final String streamId = UUID.randomUUID().toString();
   private final Map<TopicPartition, Integer> groupOf = new HashMap<>();
-  /** Used on {@link #offsetsThread} only. */
-  private KafkaConsumer<byte[], byte[]> offsetReader;
+  /** Used on {@link #offsetsThread} only (but {@link #stop} wakes it up). */
+  private volatile KafkaConsumer<byte[], byte[]> offsetReader;
   private final ExecutorService offsetsThread = Executors.newSingleThreadExecutor(runnable -> {
     Thread thread = new Thread(runnable, "kafka-mirror-offsets");
     thread.setDaemon(true);
@@ -274,10 +275,21 @@ public final class GroupedKafkaStream
 
   @Override
   public synchronized void stop() {
+    // a request still under way (a topic deleted meanwhile: the consumer asks for its metadata
+    // until pollTimeoutMs, warning at each answer) ends now, and the consumer is closed next
+    KafkaConsumer<byte[], byte[]> busy = offsetReader;
+    if (busy != null) {
+      busy.wakeup();
+    }
     offsetsThread.execute(() -> {
-      if (offsetReader != null) {
-        offsetReader.close(Duration.ofSeconds(5));
-        offsetReader = null;
+      KafkaConsumer<byte[], byte[]> reader = offsetReader;
+      offsetReader = null;
+      if (reader != null) {
+        try {
+          reader.close(Duration.ofSeconds(5));
+        } catch (WakeupException e) {
+          // the wake-up found no request under way: the consumer is closed all the same
+        }
       }
     });
     offsetsThread.shutdown();

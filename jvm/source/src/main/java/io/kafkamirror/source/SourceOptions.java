@@ -10,13 +10,15 @@ import java.util.Locale;
 import java.util.Map;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
  * The source's options, named as Spark's Kafka source names them ({@code kafka.*}, {@code
  * assign}, {@code startingOffsets}, {@code failOnDataLoss}, {@code maxOffsetsPerTrigger},
  * {@code kafkaConsumer.pollTimeoutMs}) plus {@code groups}: how many groups (tasks, consumers)
- * the assigned partitions are spread over.
+ * the assigned partitions are spread over. As in Spark's Kafka source, {@code
+ * kafkaConsumer.pollTimeoutMs} defaults to {@code spark.network.timeout}.
  */
 public record SourceOptions(
     List<TopicPartition> partitions,
@@ -57,7 +59,15 @@ public record SourceOptions(
         options.getBoolean("failOnDataLoss", true),
         options.getLong("maxOffsetsPerTrigger", Long.MAX_VALUE),
         Math.max(1, options.getInt("groups", 1)),
-        options.getLong("kafkaConsumer.pollTimeoutMs", 120_000L));
+        options.getLong("kafkaConsumer.pollTimeoutMs", networkTimeoutMs()));
+  }
+
+  /** {@code spark.network.timeout} (120 s unless set), in milliseconds. */
+  static long networkTimeoutMs() {
+    SparkEnv env = SparkEnv.get();
+    return env == null
+        ? 120_000L
+        : env.conf().getTimeAsSeconds("spark.network.timeout", "120s") * 1000L;
   }
 
   /** {@code {"topic":[0,1,2]}}, as Spark's Kafka source takes it, in topic-partition order. */

@@ -1,6 +1,7 @@
 """A throw-away Spark standalone cluster on loopback: one master and N workers, each its own JVM
 started with pyspark's ``bin/spark-class`` and stopped by PID (executors are the workers' children:
-each worker is given time to end them, then any left are killed by PID)."""
+each worker is given time to end them, then any left are killed by PID). Used by the benchmark's
+cluster mode and by the tests that lose an executor."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
+
 from kafka_mirror_testing.localcluster import LOOPBACK, free_port, stop_process, tail
 
-from .measures import process_tree
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def spark_home() -> Path:
@@ -101,10 +109,21 @@ class SparkStandalone:
         """The workers' PIDs (their executors are their children)."""
         return [proc.pid for name, proc, _ in self._procs if name.startswith("spark-worker")]
 
+    def executors(self) -> list[int]:
+        """The PIDs of the executors the workers run now (``CoarseGrainedExecutorBackend``)."""
+        found = []
+        for worker in self.pids():
+            for pid in _descendants(worker):
+                with contextlib.suppress(psutil.Error):
+                    if any("CoarseGrainedExecutorBackend" in arg
+                           for arg in psutil.Process(pid).cmdline()):
+                        found.append(pid)
+        return found
+
     def stop(self) -> None:
         """Workers first (each ends its executors), then the master; by PID only."""
         for _name, proc, _log in reversed(self._procs):
-            executors = process_tree(proc.pid)[1:]  # its executors, and theirs
+            executors = _descendants(proc.pid)  # its executors, and theirs
             stop_process(proc, 20.0)
             for pid in executors:
                 with contextlib.suppress(ProcessLookupError):

@@ -167,7 +167,11 @@ class BatchWriter:
         target: TargetOffsets,
         target_ends: TargetEnds | None = None,
         unclean: UncleanElections | None = None,
+        recount: bool = True,
     ) -> None:
+        """``recount``: records found on the target past where the flow last saw its end (a
+        cut batch's, landing late) refuse the batch (``late_writes``), so that the flow counts
+        them again before writing; otherwise they are reported."""
         self.flow = flow
         self.checkpoint = checkpoint
         self.sink_options = dict(sink_options)
@@ -178,6 +182,9 @@ class BatchWriter:
         # the flow (mirror.fail.on.data.loss=true)
         self.unclean = unclean
         self.source_lost: str | None = None
+        self.recount = recount
+        # what reached the target late (the flow restarts the query, counting it again)
+        self.late_writes: str | None = None
         self._written: dict[int, WrittenRanges] = {}
         self._lock = threading.Lock()
         self.stopping = threading.Event()
@@ -217,7 +224,11 @@ class BatchWriter:
         before = self._ends_before(moved, start)
         if before is None:
             before = self._end_offsets(partitions, batch_id)
-            self._report_late_writes(moved, start, before, batch_id)
+            late = self._late_writes(moved, start, before, batch_id)
+            if late and self.recount and self.target_ends is not None:
+                self.late_writes = late
+                self.refused.set()
+                self._refuse(frame, batch_id)
             self._record_target_ends(moved, start, before, batch_id, "before")
         timings["targetEndsBefore"] = _ms_since(clock)
         # the options as one Java map built once: a py4j round trip per option and batch would
@@ -315,29 +326,42 @@ class BatchWriter:
             before[tp] = known[1]
         return before
 
-    def _report_late_writes(self, moved: list[tuple[str, int]],
-                            start: Mapping[tuple[str, int], int],
-                            before: Mapping[tuple[str, int], int], batch_id: int) -> None:
+    def _late_writes(self, moved: list[tuple[str, int]], start: Mapping[tuple[str, int], int],
+                     before: Mapping[tuple[str, int], int], batch_id: int) -> str:
         """Exactly once on the target: records that reached a target partition after the flow
         last saw where it ended at this batch's source position (the last committed batch, or
-        the restart that counted a cut batch) were written by another producer: an earlier run's
-        request the broker held back (a quota throttle mutes a connection for as long as it
-        takes) or another writer. Reported: if they are this flow's records, they are on the
+        the restart that counted a cut batch), named; empty when none did. They are a cut
+        batch's that landed late (a request a throttling broker held back; records a broker
+        that stopped mid-write finds in its log at its next start, below its end offset for a
+        while) or another writer's. With ``recount`` the batch is refused and the flow counts
+        them at its restart (a cut batch's are skipped, another writer's make the partition
+        at-least-once); without, they are reported: if they are this flow's, they are on the
         target twice."""
         if self.target_ends is None:
-            return
+            return ""
+        found = []
         for topic, partition in moved:
             target = (self.flow.target_topic(topic), partition)
             expected = self.target_ends.target_end((topic, partition), start[(topic, partition)])
             if expected is not None and target in before and before[target] > expected:
-                log.warning(
-                    "flow %s: batch %d: %s[%d] holds %d records more (offsets %d..%d) than when "
-                    "the flow last saw its end at source offset %d: written by another producer "
-                    "(an earlier run's requests the broker held back, e.g. under a quota "
-                    "throttle, or another writer); if they are this flow's, they are on the "
-                    "target twice", self.flow.name, batch_id, target[0], partition,
-                    before[target] - expected, expected, before[target] - 1,
-                    start[(topic, partition)])
+                found.append(f"{target[0]}[{partition}] holds {before[target] - expected} "
+                             f"records more (offsets {expected}..{before[target] - 1}) than when "
+                             f"the flow last saw its end at source offset "
+                             f"{start[(topic, partition)]}")
+        if not found:
+            return ""
+        late = "; ".join(found)
+        if self.recount:
+            log.warning("flow %s: batch %d: %s: written after the flow counted what the target "
+                        "held (a cut batch's records landing late, or another writer); the "
+                        "query restarts to count them before writing", self.flow.name, batch_id,
+                        late)
+        else:
+            log.warning("flow %s: batch %d: %s: written by another producer (an earlier run's "
+                        "requests the broker held back, e.g. under a quota throttle, or another "
+                        "writer); if they are this flow's, they are on the target twice",
+                        self.flow.name, batch_id, late)
+        return late
 
     def _report_foreign_writes(
         self, moved: list[tuple[str, int]], start: Mapping[tuple[str, int], int],
@@ -345,7 +369,7 @@ class BatchWriter:
         after: Mapping[tuple[str, int], int], batch_id: int,
     ) -> None:
         """A target partition that grew by more offsets than the batch read from its source
-        partition took records of another producer meanwhile (see :meth:`_report_late_writes`)."""
+        partition took records of another producer meanwhile (see :meth:`_late_writes`)."""
         for topic, partition in moved:
             target = (self.flow.target_topic(topic), partition)
             if target not in before or target not in after:

@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +251,8 @@ class RestartPlan:
     positions: dict[Key, int]
     skips: list[Skip]
     fallbacks: dict[Key, str]
+    # the target's end of each partition that falls back (where the next batch starts writing)
+    fallback_ends: dict[Key, int] = field(default_factory=dict)
 
 
 def plan_restart(
@@ -280,6 +282,7 @@ def plan_restart(
             outcome = _prove_prefix(readers, tp, ttopic, known[tp], wanted[tp], now)
             if isinstance(outcome, str):
                 plan.fallbacks[tp] = outcome
+                plan.fallback_ends[tp] = now
             else:
                 plan.positions[tp] = outcome.resume
                 plan.skips.append(outcome)

@@ -103,6 +103,10 @@ class ExactlyOnceRestart:
             log.warning("flow %s: %s[%d] resumes at-least-once from offset %d (records of the "
                         "batch cut short may be written twice): %s", flow.name, topic,
                         partition, mine[(topic, partition)], why)
+        if plan.fallback_ends:
+            # where the target ends now, for the batch that resumes there (records beyond it
+            # later are late, not these)
+            target_ends.record({tp: (mine[tp], end) for tp, end in plan.fallback_ends.items()})
         skipped = self._record_skips(plan.skips)
         self.metrics.skipped_at_restart(flow, skipped, len(plan.fallbacks))
         return {**known, **plan.positions}
@@ -131,19 +135,20 @@ class ExactlyOnceRestart:
 
     def wait_for_interrupted_write(self, spark: Any, offsets: JvmEndOffsets,
                                    target_tps: list[tuple[str, int]]) -> None:
-        """Until the stopped query's producer acknowledged (or failed) every record it held:
-        found by its client id in the driver's JVM (local mode); elsewhere (executors on a
-        cluster, a client.id set by the user), until the target's end offsets stood still for
-        3 s."""
+        """Until the stopped query's producer acknowledged (or failed) every record it held
+        (found by its client id in the driver's JVM, in local mode), then until the target's end
+        offsets stood still for 3 s. The second wait is also what covers a producer elsewhere
+        (executors on a cluster, a client.id set by the user), and records a target broker
+        appended without acknowledging them: a broker that stopped mid-write (a full disk)
+        recovers them from its log when it starts again, and its end offset (the high
+        watermark) reaches them only a moment after it answers."""
         flow = self.flow
         client_id = None if user_set_producer_key(flow, "client.id") else sink_client_id(flow)
         idle = wait_producer_idle(spark, client_id) if client_id else None
         if idle is False:
             raise MirrorError("the stopped query's producer still holds records of its "
                               "interrupted write")
-        if idle is None:
-            log.info("flow %s: the stopped query was interrupted while writing; waiting until "
-                     "the target's end offsets stand still", flow.name)
-            if not settle(lambda: offsets.end_offsets(target_tps, timeout=30.0)):
-                raise MirrorError("the target's end offsets still move after the query "
-                                  "stopped")
+        log.info("flow %s: the stopped query was interrupted while writing; waiting until "
+                 "the target's end offsets stand still", flow.name)
+        if not settle(lambda: offsets.end_offsets(target_tps, timeout=30.0)):
+            raise MirrorError("the target's end offsets still move after the query stopped")

@@ -54,6 +54,7 @@ from kafka_mirror.runtime.failures import (
 )
 from kafka_mirror.runtime.realtime_flow import RealTimeFlow
 from kafka_mirror.runtime.restarts import (
+    LATE_WRITES,
     RECORD_SIZE,
     TOPIC_RECREATED,
     TOPICS_CHANGED,
@@ -266,7 +267,10 @@ class FlowRunner:
             checkpoint = self.state.new_generation(ids)
             self.started_ids = ids
             self.state.prune(keep=checkpoint)
-            self._start_query(spark, assignment, start, checkpoint, groups)
+            # once recounted, late records are reported only (another writer's would refuse
+            # every batch otherwise)
+            self._start_query(spark, assignment, start, checkpoint, groups,
+                              recount=reason != LATE_WRITES)
 
     def _start_positions(self, spark: Any, assignment: dict[str, int]
                          ) -> tuple[Positions | None, bool]:
@@ -352,8 +356,8 @@ class FlowRunner:
             self.unclean.reader.close()
 
     def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
-                     checkpoint: Path, groups: int | None) -> None:
-        writer = self._new_writer(spark, assignment, checkpoint)
+                     checkpoint: Path, groups: int | None, recount: bool = True) -> None:
+        writer = self._new_writer(spark, assignment, checkpoint, recount)
         with self._query_lock:
             if self.closing:  # the process stops: the next start resumes from the same place
                 log.info("flow %s: not started (the mirror is stopping)", self.flow.name)
@@ -381,7 +385,8 @@ class FlowRunner:
             checkpoint,
         )
 
-    def _new_writer(self, spark: Any, assignment: dict[str, int], checkpoint: Path) -> Writer:
+    def _new_writer(self, spark: Any, assignment: dict[str, int], checkpoint: Path,
+                    recount: bool = True) -> Writer:
         """The batch writer of the query about to start."""
         if self.flow.realtime:
             run_key = new_run_key(self.flow)
@@ -397,7 +402,7 @@ class FlowRunner:
         return BatchWriter(
             self.flow, checkpoint,
             spark_sink_options(self.flow, self.largest_batch, latency=self.with_latency),
-            self._target_offsets(spark), self.target_ends, self._unclean(spark),
+            self._target_offsets(spark), self.target_ends, self._unclean(spark), recount,
         )
 
     def _target_offsets(self, spark: Any) -> JvmEndOffsets:
@@ -453,6 +458,11 @@ class FlowRunner:
             writer = self._current_writer()
             if isinstance(writer, BatchWriter) and writer.source_lost is not None:
                 self._source_lost(writer.source_lost)
+                return
+            if isinstance(writer, BatchWriter) and writer.late_writes is not None:
+                log.info("flow %s: records reached the target after the flow counted it; "
+                         "restarting to count them", self.flow.name)
+                self._restart(spark, self.assignment, LATE_WRITES)
                 return
             if self.query is not None and not self.query.isActive:
                 self._query_ended()

@@ -11,6 +11,8 @@ TOPICS_CHANGED = "topics_changed"
 FAILURE = "failure"
 TOPIC_RECREATED = "topic_recreated"
 RECORD_SIZE = "record_size"
+# records reached the target after the restart counted what a cut batch left there
+LATE_WRITES = "late_writes"
 
 
 @dataclass(frozen=True)

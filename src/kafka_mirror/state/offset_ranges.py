@@ -75,6 +75,8 @@ class PartitionRanges:
         self.ranges: list[CopiedRange] = list(ranges)
 
     def add(self, copied: CopiedRange) -> None:
+        if self.ranges and _ends(self.ranges[-1], copied):
+            return  # recorded already (a restart that counted the same cut batch again)
         if self.ranges and copied.follows(self.ranges[-1]):
             last = self.ranges[-1]
             self.ranges[-1] = CopiedRange(
@@ -97,6 +99,13 @@ class PartitionRanges:
             if candidate is not None and (best is None or candidate > best):
                 best = candidate
         return best
+
+
+def _ends(last: CopiedRange, copied: CopiedRange) -> bool:
+    """Whether ``copied`` is the tail of ``last`` (same ends on both sides, within it)."""
+    return (copied.source_end == last.source_end and copied.target_end == last.target_end
+            and copied.source_start >= last.source_start
+            and copied.target_start >= last.target_start)
 
 
 class OffsetRanges:

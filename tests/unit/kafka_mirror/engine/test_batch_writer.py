@@ -148,15 +148,53 @@ def test_records_of_another_producer_on_the_target_are_reported(
     flow = mm2_from_text(CONFIG).flows[0]
     ends = TargetEnds(tmp_path / "target-ends.json")
     ends.record({("t", 0): (100, 400), ("t", 1): (70, 900)})
-    writer = BatchWriter(flow, tmp_path, {}, CountingTarget(), ends)
+    writer = BatchWriter(flow, tmp_path, {}, CountingTarget(), ends, recount=False)
     moved = [("t", 0), ("t", 1)]
     start = {("t", 0): 100, ("t", 1): 70}
-    writer._report_late_writes(moved, start, {("A.t", 0): 415, ("A.t", 1): 900}, 7)
+    late = writer._late_writes(moved, start, {("A.t", 0): 415, ("A.t", 1): 900}, 7)
+    assert late == ("A.t[0] holds 15 records more (offsets 400..414) than when the flow last saw "
+                    "its end at source offset 100")
     assert "A.t[0] holds 15 records more (offsets 400..414)" in caplog.text
+    assert "they are on the target twice" in caplog.text
     assert "A.t[1]" not in caplog.text
+    assert writer._late_writes(moved, start, {("A.t", 0): 400, ("A.t", 1): 900}, 7) == ""
     caplog.clear()
     end = {("t", 0): 110, ("t", 1): 80}
     writer._report_foreign_writes(moved, start, end, {("A.t", 0): 415, ("A.t", 1): 900},
                                   {("A.t", 0): 425, ("A.t", 1): 913}, 8)
     assert "A.t[1] grew by 3 records more than the batch copied (offsets 900..912)" in caplog.text
     assert "A.t[0]" not in caplog.text
+
+
+def test_records_landing_late_refuse_the_batch_so_the_flow_counts_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cut batch's records that reach the target after the restart counted it (a broker that
+    stopped mid-write shows them only a while after it started again): the first batch that
+    finds them is refused and names them, and the flow restarts the query, whose exactly-once
+    restart counts them; nothing is written meanwhile."""
+    from kafka_mirror.engine import batch_writer as module
+    from kafka_mirror.engine.exactly_once import TargetEnds
+
+    flow = mm2_from_text(CONFIG).flows[0]
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    ends.record({("t", 0): (100, 400)})
+    writer = BatchWriter(flow, tmp_path, {}, CountingTarget(), ends)
+    monkeypatch.setattr(module, "batch_start_positions", lambda _c, _b: {("t", 0): 100})
+    monkeypatch.setattr(module, "batch_end_positions", lambda _c, _b: {("t", 0): 120})
+    monkeypatch.setattr(writer, "_check_source", lambda *_a: None)
+    monkeypatch.setattr(writer, "_end_offsets", lambda _p, _b: {("A.t", 0): 542})
+
+    class Refused(Exception):
+        pass
+
+    def refuse(_frame: object, batch_id: int) -> None:
+        raise Refused(batch_id)
+
+    monkeypatch.setattr(writer, "_refuse", refuse)
+    with pytest.raises(Refused):
+        writer(object(), 0)
+    assert writer.late_writes == ("A.t[0] holds 142 records more (offsets 400..541) than when "
+                                  "the flow last saw its end at source offset 100")
+    assert writer.refused.is_set() and not writer.writing.is_set()
+    assert "the query restarts to count them before writing" in caplog.text

@@ -220,3 +220,20 @@ def test_offset_syncs_location_and_check_config_listing(
     assert "topic ACLs: not synced" in out
     assert "heartbeats: every 1 s into heartbeats on B" in out
     assert "heartbeats also for pairs that mirror nothing (as MirrorMaker 2 does): B->A" in out
+
+
+def test_a_range_recorded_again_is_kept_once() -> None:
+    """A restart that counts the same cut batch twice (the first batch after it found late
+    records and refused itself) records the skipped range twice: kept once, the ranges stay
+    seamless; a range that moves on is added as before."""
+    from kafka_mirror.state.offset_ranges import CopiedRange, PartitionRanges
+
+    ranges = PartitionRanges()
+    ranges.add(CopiedRange(0, 4000, 0, 3885, True))
+    skipped = CopiedRange(4000, 6299, 3885, 6106, False)
+    ranges.add(skipped)
+    ranges.add(skipped)
+    assert ranges.ranges == [CopiedRange(0, 4000, 0, 3885, True), skipped]
+    ranges.add(CopiedRange(6299, 6400, 6106, 6207, True))
+    assert ranges.ranges[-1] == CopiedRange(6299, 6400, 6106, 6207, True)
+    assert len(ranges.ranges) == 3

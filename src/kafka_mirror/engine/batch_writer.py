@@ -225,7 +225,7 @@ class BatchWriter:
         if before is None:
             before = self._end_offsets(partitions, batch_id)
             late = self._late_writes(moved, start, before, batch_id)
-            if late and self.recount and self.target_ends is not None:
+            if late and self.recount:
                 self.late_writes = late
                 self.refused.set()
                 self._refuse(frame, batch_id)

@@ -31,6 +31,13 @@ DEFAULT_SPARK_CONF = {
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
 }
 
+# Driver loggers held above Spark's level. Hadoop's Shell sets a new checkpoint file's mode with
+# a forked chmod; a query stopped while it writes a batch's offset or commit log interrupts the
+# wait for that chmod, and Shell logs the interruption as a WARN with a stack trace (a stop is
+# not a fault: the unwritten log entry is planned again on the next start). Its failures still
+# reach Spark as exceptions.
+QUIET_LOGGERS = {"org.apache.hadoop.util.Shell": "ERROR"}
+
 
 def connector_jars(jars_dir: Path | None) -> list[Path]:
     """The Kafka connector jars (and the timestamp interceptor) Spark needs."""
@@ -151,4 +158,8 @@ def build_session(conf: Mapping[str, str]) -> Any:
             f"Spark session with master {conf.get('spark.master')} did not start: {reason}"
         ) from None
     session.sparkContext.setLogLevel(os.environ.get("KAFKA_MIRROR_SPARK_LOG_LEVEL", "WARN"))
+    jvm: Any = session.sparkContext._jvm
+    log4j = jvm.org.apache.logging.log4j
+    for name, level in QUIET_LOGGERS.items():
+        log4j.core.config.Configurator.setLevel(name, log4j.Level.toLevel(level))
     return session

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Controller-side artifacts for the Molecule scenarios (test hosts have no network):
-#   - the kafka-mirror wheel built from this repo, and a wheelhouse with its runtime deps
-#   - Spark Kafka connector jars and Kafka jars from `mvn -f jvm/pom.xml package`
+#   - the release bundle of scripts/build-bundle.sh (kafka-mirror wheel, wheelhouse, GSSAPI client,
+#     connector jars, JMX agent, SHA256SUMS): $MOL_HOME/artifacts/bundle
+#   - Kafka jars from `mvn -f jvm/pom.xml package`
 #   - a Kafka distribution tarball kafka_2.13-4.3.1.tgz assembled from those jars + bin scripts
-#   - the Prometheus JMX exporter agent jar (through Maven)
 #   - $MOL_HOME/artifacts/http, served by artifact-server.sh (http-artifacts.py)
 # Output: $MOL_HOME/artifacts. Re-running reuses what is there (the wheel while its sources are unchanged).
 set -euo pipefail
@@ -24,40 +24,18 @@ if [ ! -d "$REPO/jvm/kafka-dist/target/lib" ] || [ ! -d "$REPO/jvm/spark-connect
   mvn -q -f "$REPO/jvm/pom.xml" package -DskipTests
 fi
 
-# kafka-mirror wheel + runtime wheelhouse: the wheel's own requirements (cached, rebuilt when they
-# change, e.g. a new confluent-kafka pin in pyproject.toml). The wheel is rebuilt when what goes
-# into it (pyproject.toml, README.md, src/) changed: every scenario's create step runs this script
-# again, and a build (in pip's isolated build environment) took 67 s on the loaded 2-core machine.
-wheel_key=$(cd "$REPO" && find pyproject.toml README.md src -type f ! -path '*/__pycache__/*' \
-  ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$A/dist/.key" 2>/dev/null)" != "$wheel_key" ] || ! compgen -G "$A/dist/kafka_mirror-*.whl" >/dev/null; then
-  rm -rf "$A/dist"; mkdir -p "$A/dist"
-  "$PY" -m pip wheel -q --no-deps -w "$A/dist" "$REPO"
-  echo "$wheel_key" > "$A/dist/.key"
-fi
-"$PY" - "$A"/dist/kafka_mirror-*.whl > "$A/wheelhouse.req" <<'PY'
-import sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-reqs = [line.split(":", 1)[1].strip() for line in z.read(meta).decode().splitlines()
-        if line.startswith("Requires-Dist:") and "extra ==" not in line]
-print("\n".join(sorted(reqs)))
-PY
-if ! cmp -s "$A/wheelhouse.req" "$A/wheelhouse/.complete"; then
-  rm -rf "$A/wheelhouse"; mkdir -p "$A/wheelhouse"
-  "$PY" -m pip wheel -q -w "$A/wheelhouse" -r "$A/wheelhouse.req"
-  cp "$A/wheelhouse.req" "$A/wheelhouse/.complete"
-fi
-for whl in "$A"/dist/*.whl; do
-  cmp -s "$whl" "$A/wheelhouse/$(basename "$whl")" || cp -f "$whl" "$A/wheelhouse/"
+# the release bundle, built by the documented command (scripts/build-bundle.sh): the scenarios
+# install from it (kafka_mirror_bundle_dir in group_vars/all). Its wheels, connector jars and JMX
+# agent also feed the stand-ins below. Unchanged, it is left as it is (a scenario beside may be
+# reading it).
+PYTHON=$PY "$REPO/scripts/build-bundle.sh" --out "$A/bundle"
+B=$A/bundle/kafka-mirror-bundle-current
+# the stand-ins below read the bundle's wheels and jars under their older names
+for old in dist wheelhouse.req; do rm -rf "${A:?}/$old"; done
+for link in wheelhouse:wheels connector-jars:connector-jars; do
+  [ -L "$A/${link%%:*}" ] || rm -rf "${A:?}/${link%%:*}"
+  ln -sfn "$B/${link#*:}" "$A/${link%%:*}"
 done
-ls "$A"/wheelhouse/kafka_mirror-*.whl | sort | head -n -1 | xargs -r rm -f
-
-# connector jars
-if ! diff -rq "$REPO/jvm/spark-connector/target/lib" "$A/connector-jars" >/dev/null 2>&1; then
-  rm -rf "$A/connector-jars"; mkdir -p "$A/connector-jars"
-  cp "$REPO"/jvm/spark-connector/target/lib/*.jar "$A/connector-jars/"
-fi
 
 # Kafka distribution tarball (same layout as the Apache release)
 d=kafka_2.13-$KAFKA_VERSION
@@ -69,10 +47,9 @@ if [ ! -f "$A/$d.tgz" ] || [ -n "$(find "$REPO/jvm/kafka-dist/target/lib" "$HERE
   tar -C "$t" -czf "$A/$d.tgz" "$d"; rm -rf "$t"
 fi
 
-# JMX exporter agent
-jar=$HOME/.m2/repository/io/prometheus/jmx/jmx_prometheus_javaagent/$JMX_VERSION/jmx_prometheus_javaagent-$JMX_VERSION.jar
-[ -f "$jar" ] || mvn -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:get -Dartifact=io.prometheus.jmx:jmx_prometheus_javaagent:$JMX_VERSION -Dtransitive=false
-cmp -s "$jar" "$A/$(basename "$jar")" || cp -f "$jar" "$A/"
+# the JMX exporter agent where the jmx step and the scenarios' older paths look for it
+cmp -s "$B/jmx/jmx_prometheus_javaagent-$JMX_VERSION.jar" "$A/jmx_prometheus_javaagent-$JMX_VERSION.jar" \
+  || cp -f "$B/jmx/jmx_prometheus_javaagent-$JMX_VERSION.jar" "$A/"
 
 # what artifact-server.sh serves: stand-ins for the Apache download site (Kafka tarball, a Spark
 # distribution assembled from the pyspark wheel) and a Maven repository of the connector jars

@@ -281,7 +281,7 @@ esac
         print(out[-6000:])
         raise SystemExit("kafka.mirror.rolling_restart failed")
     assert PASSWORD not in out, "the exporter password shows up in the rolling restart's output"
-    task = out.split("TASK [Wait for the JMX exporter to answer again", 1)[1].split("TASK [", 1)[0]
+    task = out.split("Wait for the JMX exporter to answer again", 1)[1].split("TASK [", 1)[0]
     assert f'"url": "https://127.0.0.1:{port_a}/metrics"' in task and "ok: [jmx-host]" in task, task
     assert new_pid != a_pid
     status, body = get(f"https://127.0.0.1:{port_a}/metrics", right, ctx)

@@ -6,14 +6,10 @@ MirrorMaker 2 hosts in the same inventory are left running)."""
 
 import os
 import subprocess
-import threading
-import time
 import uuid
 
 import pytest
 
-BRIDGE_IP = os.environ.get("MOL_BRIDGE_IP", "10.77.0.1")
-SOURCE = f"{BRIDGE_IP}:19092"
 SCENARIOS = ("default", "supervisord")   # the kafka_mirror engine under systemd and supervisord
 
 
@@ -24,7 +20,7 @@ def _main_pid(host):
     return int(host.check_output("supervisorctl pid kafka-mirror").strip())
 
 
-def test_rolling_restart_waits_for_the_mirror_and_loses_nothing(host, read_mirrored):
+def test_rolling_restart_waits_for_the_mirror_and_loses_nothing(host, read_mirrored, producing):
     if os.environ.get("MOLECULE_SCENARIO_NAME") not in SCENARIOS:
         pytest.skip("rolling restart is exercised in the default and supervisord scenarios")
     hv = host.ansible.get_variables()
@@ -32,37 +28,13 @@ def test_rolling_restart_waits_for_the_mirror_and_loses_nothing(host, read_mirro
         pytest.skip("not a mirror host")
     if hv.get("mirror_engine", "kafka_mirror") != "kafka_mirror":
         pytest.skip("rolling restart is exercised on the kafka_mirror engine's hosts")
-    from confluent_kafka import Producer
-
     topic = "molecule.orders"
-    marker = uuid.uuid4().hex
-    sent, stop = {}, threading.Event()
-
-    def produce():
-        producer = Producer({"bootstrap.servers": SOURCE, "linger.ms": 5})
-        i = 0
-        while not stop.is_set():
-            key = f"{marker}-{i}".encode()
-            producer.produce(topic, key=key, value=b"r%d" % i, partition=i % 3)
-            sent[key] = i % 3
-            i += 1
-            producer.poll(0)
-            time.sleep(0.005)
-        assert producer.flush(30) == 0
-
     pid_before = _main_pid(host)
-    thread = threading.Thread(target=produce)
-    thread.start()
-    try:
-        time.sleep(3)
+    with producing(topic, pause=0.005) as sent:
         inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
         run = subprocess.run(["ansible-playbook", "-i", inventory, "kafka.mirror.rolling_restart",
                               "--limit", hv["inventory_hostname"], "-e", "kafka_mirror_restart_pause=3"],
                              capture_output=True, text=True, timeout=900, check=False)
-        time.sleep(3)
-    finally:
-        stop.set()
-        thread.join()
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     if hv.get("mirror_metrics_enabled", True):
         port = hv.get("mirror_metrics_port", 9405)
@@ -71,7 +43,7 @@ def test_rolling_restart_waits_for_the_mirror_and_loses_nothing(host, read_mirro
     else:
         assert "new positions committed" in run.stdout, run.stdout[-3000:]
     assert _main_pid(host) != pid_before
-    got = read_mirrored(f"{hv['mirror_source_alias']}.{topic}", sent, f"molecule-restart-{marker}", 300,
+    got = read_mirrored(f"{hv['mirror_source_alias']}.{topic}", sent, f"molecule-restart-{uuid.uuid4().hex}", 300,
                         **{"topic.metadata.refresh.interval.ms": 2000})
     assert len(sent) > 500
     assert len(got) == len(sent), f"{len(got)}/{len(sent)} records mirrored across the restart"

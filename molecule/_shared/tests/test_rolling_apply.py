@@ -1,0 +1,103 @@
+"""kafka.mirror.site applies a change rolling (issue 29): a topic-list change, planned with
+`--check --diff` (the mm2.properties line shows, no secret does), applied with
+`mirror_restart_mode=deferred` (files changed, no mirror restarted, each host reports the pending
+restart), then reverted with the default mode under continuous produce: the mirror hosts restart one
+at a time in inventory order, each waited for on its own readiness before the next host's play
+runs, and no record is lost on any of the three mirrors. Run once, from km-default, in the default
+scenario (its three mirror hosts: kafka-mirror under systemd, stock MirrorMaker 2 under systemd and
+under supervisord)."""
+
+import json
+import os
+import re
+import subprocess
+import uuid
+
+import pytest
+
+HOSTS = ("km-default", "km-mm2", "km-mm2-sv")   # inventory order: the order of the rolling apply
+EXCLUDED = "molecule\\.rolling-excluded"
+# secrets of the default scenario's hosts (host_vars): never in a plan's output
+SECRETS = ("s3cr", "scr:ape", "molecule-store")
+
+
+def _site(*args, timeout=1200):
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    playbook = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "_shared", "converge.yml")
+    return subprocess.run(["ansible-playbook", "-i", inventory, playbook, "-e", "kafka_mirror_restart_pause=3",
+                           *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _pids(inventory_host):
+    """The main PID of every mirror host's service."""
+    pids = {}
+    for name in HOSTS:
+        other = inventory_host(name)
+        manager = other.ansible.get_variables().get("mirror_service_manager", "systemd")
+        if manager == "systemd":
+            pids[name] = int(other.check_output("systemctl show -p MainPID --value kafka-mirror"))
+        else:
+            pids[name] = int(other.check_output("supervisorctl pid kafka-mirror").strip())
+    return pids
+
+
+def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read_mirrored, producing, inventory_host):
+    if os.environ.get("MOLECULE_SCENARIO_NAME") != "default":
+        pytest.skip("the rolling apply is exercised in the default scenario")
+    hv = host.ansible.get_variables()
+    if hv["inventory_hostname"] != "km-default":
+        pytest.skip("fleet-wide, checked once")
+    excludes = hv.get("mirror_topics_exclude", [".*[\\-\\.]internal", ".*\\.replica", "__.*"])
+    change = json.dumps({"mirror_topics_exclude": excludes + [EXCLUDED]})
+
+    # the plan: every mirror host's mm2.properties diff shows the new topics.exclude, no secret shows
+    plan = _site("--check", "--diff", "-e", change)
+    assert plan.returncode == 0, plan.stdout[-4000:] + plan.stderr[-2000:]
+    added = [line for line in plan.stdout.splitlines()
+             if line.startswith("+topics.exclude=") and "rolling-excluded" in line]
+    assert len(added) >= len(HOSTS), plan.stdout[-4000:]
+    for secret in SECRETS:
+        assert secret not in plan.stdout, f"a secret ({secret[:3]}...) in the plan's output"
+
+    # deferred: the change is applied, no mirror restarts, each host says it waits for a restart
+    pids = _pids(inventory_host)
+    deferred = _site("-e", change, "-e", "mirror_restart_mode=deferred")
+    assert deferred.returncode == 0, deferred.stdout[-4000:] + deferred.stderr[-2000:]
+    for name in HOSTS:
+        assert f"{name}: kafka-mirror runs its previous configuration until it is restarted" in deferred.stdout, \
+            deferred.stdout[-3000:]
+    assert "restarted; " not in deferred.stdout
+    assert _pids(inventory_host) == pids
+    assert EXCLUDED in host.file("/etc/kafka-mirror/mm2.properties").content_string.replace("\\\\", "\\")
+
+    # the revert in the default mode (rolling) under continuous produce
+    topic = "molecule.orders"
+    with producing(topic) as sent:
+        rolling = _site()
+    assert rolling.returncode == 0, rolling.stdout[-4000:] + rolling.stderr[-2000:]
+    # each host restarted, waited for (its own readiness), before the next host's play ran: the
+    # rolling play's tasks of a host come after the previous host's readiness report
+    came_back = []
+    for name in HOSTS:
+        match = re.search(rf'"msg": "{name}: kafka-mirror restarted; ([^"]*)"', rolling.stdout)
+        assert match, (name, rolling.stdout[-4000:])
+        assert match.group(1).startswith("ready"), match.group(1)
+        came_back.append(match.start())
+    assert came_back == sorted(came_back), "hosts restarted out of inventory order"
+    for before, after in zip(came_back, came_back[1:]):
+        between = rolling.stdout[before:after]
+        assert re.search(r"^TASK \[kafka\.mirror\.mirror : ", between, re.M), \
+            "the next host's mirror play did not run after the previous host came back"
+    scheme = "https" if hv.get("mirror_metrics_tls_keystore_src") else "http"
+    assert f"km-default: kafka-mirror restarted; ready: {scheme}://127.0.0.1:{hv.get('mirror_metrics_port', 9405)}" \
+           "/health/ready answered 200" in rolling.stdout
+    after = _pids(inventory_host)
+    assert all(after[name] != pids[name] for name in HOSTS), (pids, after)
+    assert EXCLUDED not in host.file("/etc/kafka-mirror/mm2.properties").content_string.replace("\\\\", "\\")
+    assert len(sent) > 300
+    for name in HOSTS:
+        alias = inventory_host(name).ansible.get_variables().get("mirror_source_alias", "source")
+        got = read_mirrored(f"{alias}.{topic}", sent, f"molecule-rolling-{name}-{uuid.uuid4().hex}", 300,
+                            **{"topic.metadata.refresh.interval.ms": 2000})
+        assert len(got) == len(sent), f"{name}: {len(got)}/{len(sent)} records mirrored across the rolling apply"
+        assert got == sent, name

@@ -78,6 +78,10 @@ jmx_exporter_jar:
   description: The Prometheus JMX exporter agent.
   returned: success
   type: str
+ansible_facts:
+  description: C(kafka_mirror_bundle_verified), the path verified (set on the controller with C(delegate_facts)).
+  returned: success
+  type: dict
 files:
   description: How many files were verified.
   returned: success
@@ -98,7 +102,10 @@ def main():
         sums = verify(root)
     except BundleError as exc:
         module.fail_json(msg='release bundle refused: %s' % exc)
-    module.exit_json(changed=False, **describe(root, sums))
+    # a fact of the host the module ran on (the controller, with delegate_facts): the roles check a
+    # bundle once per run, not once per role and host
+    module.exit_json(changed=False, ansible_facts={'kafka_mirror_bundle_verified': module.params['path']},
+                     **describe(root, sums))
 
 
 if __name__ == '__main__':

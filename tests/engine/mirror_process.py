@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -99,6 +100,45 @@ class MirrorProcess:
         code = self.proc.wait(timeout)
         return code, time.monotonic() - began
 
+    def wait_exit(self, timeout: float) -> int:
+        """The exit code of a mirror expected to end on its own; when it does not within
+        ``timeout``, the test fails with the end of its log, after every thread's stack of the
+        mirror (SIGUSR1) and of its Spark JVM (SIGQUIT) was written there."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.dump_stacks()
+            raise AssertionError(
+                f"the mirror did not exit within {timeout:.0f} s:\n{self.output()[-12000:]}"
+            ) from None
+
+    def dump_stacks(self) -> None:
+        """Every thread's stack of the running mirror and its JVMs, written to its log."""
+        assert self.proc is not None
+        offset = self.log.stat().st_size
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGUSR1)
+        jvms = _session_jvms(self.proc.pid)
+        for pid in jvms:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGQUIT)
+
+        def dumped() -> bool:
+            with self.log.open("rb") as log:
+                log.seek(offset)
+                text = log.read()
+            return b"most recent call first" in text and \
+                text.count(b"Full thread dump") >= len(jvms)
+
+        deadline = time.monotonic() + 20  # a JVM under load reaches its safepoint late
+        while time.monotonic() < deadline and not dumped():
+            time.sleep(0.2)
+        size = -1
+        while time.monotonic() < deadline and self.log.stat().st_size != size:
+            size = self.log.stat().st_size
+            time.sleep(0.5)  # the dumps' last lines
+
     def kill_hard(self) -> None:
         """kill -9 of the mirror and its Spark JVM (the whole session it started)."""
         assert self.proc is not None
@@ -122,6 +162,17 @@ class MirrorProcess:
     def tail(self) -> str:
         """For :func:`wait_for`: the end of the mirror's log."""
         return self.output()[-4000:]
+
+
+def _session_jvms(session: int) -> list[int]:
+    """The java processes of a session (the mirror's Spark driver, a class data dump)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)
+            if fields[0].endswith("(java") and int(fields[1].split()[3]) == session:
+                found.append(int(stat.parent.name))
+    return found
 
 
 def end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[int, int]:

@@ -196,8 +196,7 @@ def test_record_too_large_for_the_destination_stops_the_flow_naming_it(
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
                            tmp_path / "mirror.log").start()
     try:
-        assert mirror.proc is not None
-        code = mirror.proc.wait(300)  # on its own: every flow stopped
+        code = mirror.wait_exit(300)  # on its own: every flow stopped
     finally:
         mirror.cleanup()
     output = mirror.output()

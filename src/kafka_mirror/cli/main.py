@@ -373,6 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not faulthandler.is_enabled():
         with contextlib.suppress(OSError, ValueError, AttributeError):
             faulthandler.enable()
+    # ``kill -USR1 PID`` writes every thread's Python stack to stderr, the process goes on (as
+    # SIGQUIT does for the Spark driver's JVM): what a stuck mirror waits for
+    with contextlib.suppress(OSError, ValueError, AttributeError, RuntimeError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
     setup_logging(ns.log_level)
     try:
         if ns.command == "run":

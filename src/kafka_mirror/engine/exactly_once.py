@@ -21,6 +21,10 @@ them. So on every (re)start of a flow's query, per source partition:
 5. The query starts after the ``n``-th record; the range ``[S, S')`` maps to ``[T, E)`` for
    offset translation and offset syncs.
 
+When the source no longer holds the records from ``S`` (retention or deleted records since the
+cut), they cannot be read: the prefix is then the one the batch writer recorded after its write,
+a pair ``(S', E)`` with the target's end ``E`` as it is now.
+
 Whatever cannot be proven (no ``T`` recorded for ``S``; ``E < T``: the target was truncated or
 recreated; the source has fewer records past ``S`` than the target past ``T``; a record that
 differs) falls back to at-least-once for that partition with a warning: nothing is skipped that
@@ -81,6 +85,22 @@ class TargetEnds:
             for source, target in reversed(self.pairs.get(tp, [])):
                 if source == source_position:
                     return target
+        return None
+
+    def first_position(self, tp: Key) -> int | None:
+        """The oldest source position recorded (where the partition's first query started,
+        for one that never committed a batch)."""
+        with self._lock:
+            pairs = self.pairs.get(tp)
+            return pairs[0][0] if pairs else None
+
+    def position_at(self, tp: Key, target_end: int) -> int | None:
+        """The newest source position recorded with ``target_end`` (after a write: every
+        source record before it is on the target below ``target_end``)."""
+        with self._lock:
+            for source, target in reversed(self.pairs.get(tp, [])):
+                if target == target_end:
+                    return source
         return None
 
     def has(self, tp: Key) -> bool:
@@ -262,11 +282,13 @@ def plan_restart(
     end_offsets: Callable[[list[Key]], dict[Key, int]],
     source: Callable[[], JvmRecordReader],
     target: Callable[[], JvmRecordReader],
+    log_starts: Callable[[list[Key]], Mapping[Key, int]] | None = None,
 ) -> RestartPlan:
     """Per partition with a committed position ``S`` and a recorded target end ``T``: skip the
     records of the cut batch that are on the target (module docstring). ``end_offsets`` reads
     the target's end offsets (keys are target topic partitions); the readers are created only
-    when a partition needs them."""
+    when a partition needs them; ``log_starts`` are the source's (records below them are gone:
+    the prefix is the recorded one), read only for partitions whose target grew."""
     recorded = {tp: target_ends.target_end(tp, s) for tp, s in known.items()}
     wanted = {tp: t for tp, t in recorded.items() if t is not None}
     plan = RestartPlan(dict(known), [], {})
@@ -274,12 +296,19 @@ def plan_restart(
         return plan
     by_target = {(target_topic(t), p): (t, p) for t, p in wanted}
     ends = end_offsets(sorted(by_target))
+    grown = sorted(tp for target_tp, tp in by_target.items()
+                   if ends.get(target_tp) not in (None, wanted[tp]))
+    starts = log_starts(grown) if log_starts is not None and grown else {}
     with _Readers(source, target) as readers:
         for (ttopic, partition), tp in sorted(by_target.items()):
             now = ends.get((ttopic, partition))
             if now is None or now == wanted[tp]:
                 continue
-            outcome = _prove_prefix(readers, tp, ttopic, known[tp], wanted[tp], now)
+            if starts.get(tp, -1) > known[tp]:
+                outcome = _recorded_prefix(target_ends, tp, ttopic, known[tp], wanted[tp], now,
+                                           starts[tp])
+            else:
+                outcome = _prove_prefix(readers, tp, ttopic, known[tp], wanted[tp], now)
             if isinstance(outcome, str):
                 plan.fallbacks[tp] = outcome
                 plan.fallback_ends[tp] = now
@@ -312,6 +341,23 @@ class _Readers:
                 reader.close()
             except Exception:  # closing must not hide the plan
                 log.debug("reader not closed", exc_info=True)
+
+
+def _recorded_prefix(target_ends: TargetEnds, tp: Key, ttopic: str, start: int, before: int,
+                     now: int, log_start: int) -> Skip | str:
+    """The skip of one partition whose source records from ``start`` are gone (the log starts
+    at ``log_start``): what the batch writer recorded after its last write, when the target
+    still ends there."""
+    partition = tp[1]
+    if now < before:
+        return (f"target {ttopic}[{partition}] ends at {now}, before offset {before} where "
+                "the mirror left it (truncated, recreated or an unclean leader election)")
+    resume = target_ends.position_at(tp, now)
+    if resume is None or resume <= start:
+        return (f"the source's records of {tp[0]}[{partition}] from offset {start} are gone "
+                f"(its log starts at {log_start}) and no write of the mirror's is recorded up "
+                f"to target offset {now}")
+    return Skip(tp[0], partition, start, resume, before, now)
 
 
 def _prove_prefix(readers: _Readers, tp: Key, ttopic: str, start: int, before: int, now: int

@@ -81,12 +81,16 @@ class ExactlyOnceRestart:
         the query started last) already wrote; ``offsets`` reads the target's end offsets."""
         flow, target_ends = self.flow, self.target_ends
         mine = {tp: o for tp, o in known.items() if tp[1] < assignment.get(tp[0], 0)}
-        # partitions never committed (added since the last committed batch) start at their
-        # log start, where a cut batch may have begun to copy them
+        # partitions never committed (added since the last committed batch) resume where a cut
+        # batch began to copy them: their log start, unless records were deleted since (then
+        # the first position recorded)
         fresh = [tp for tp in assigned_partitions(assignment)
                  if tp not in known and target_ends.has(tp)]
-        if fresh:
-            mine |= self.source.log_start_offsets(fresh)
+        log_starts = self.source.log_start_offsets(fresh) if fresh else {}
+        for tp in fresh:
+            first = target_ends.first_position(tp)
+            mine[tp] = log_starts[tp] if first is None or target_ends.target_end(
+                tp, log_starts[tp]) is not None else first
         target_tps = sorted({(flow.target_topic(t), p) for t, p in mine})
         if isinstance(previous, BatchWriter) and previous.writing.is_set():
             # this process's producer may still hold records of the interrupted write: they
@@ -98,6 +102,7 @@ class ExactlyOnceRestart:
             lambda tps: offsets.end_offsets(tps, timeout=30.0),
             lambda: JvmRecordReader(spark, source_reader_properties(flow)),
             lambda: JvmRecordReader(spark, target_reader_properties(flow)),
+            lambda tps: self.source.log_start_offsets(tps),
         )
         for (topic, partition), why in sorted(plan.fallbacks.items()):
             log.warning("flow %s: %s[%d] resumes at-least-once from offset %d (records of the "

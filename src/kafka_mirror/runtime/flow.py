@@ -289,13 +289,19 @@ class FlowRunner:
         # a first run from the log start whose first batch was cut resumes like the rest
         first = known is None and self.flow.starting_offsets == "earliest"
         if self.exactly_once is not None and ((resumed and bool(known)) or first):
+            checked = known or {}
             try:
-                known = self.exactly_once.skip_written(spark, known or {}, assignment,
+                known = self.exactly_once.skip_written(spark, checked, assignment,
                                                        offsets, self.last_writer)
             except Exception as exc:
                 raise SkipNotKnown(
                     f"what the target already holds of the batch cut short was not determined "
                     f"({first_line(str(exc))}); not restarting yet") from exc
+            # partitions no batch committed resume where their cut batch left them: records
+            # deleted past that were never mirrored either
+            fresh = {tp: offset for tp, offset in known.items() if tp not in checked}
+            if fresh and not self._check_data_loss(fresh, assignment):
+                return known, False
         if self.flow.realtime:
             known = self.realtime.start_positions(known, assignment)
         return known, True

@@ -100,3 +100,59 @@ def test_a_target_that_shrank_falls_back(tmp_path: Path) -> None:
                         lambda tps: {("A.orders", 0): 90}, lambda: FakeLog(SOURCE),  # type: ignore[arg-type,return-value]
                         lambda: FakeLog(_target()))  # type: ignore[arg-type,return-value]
     assert "ends at 90, before offset 100" in plan.fallbacks[("orders", 0)]
+
+
+def _plan_gone(tmp_path: Path, pairs: list[tuple[int, int]], target_end: int,
+               log_start: int):  # type: ignore[no-untyped-def]
+    """The plan from source offset 10 (target 100) once the source's log starts at
+    ``log_start``: the cut batch's records are no longer there to read."""
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    for pair in pairs:
+        ends.record({("orders", 0): pair})
+    asked: list[list[tuple[str, int]]] = []
+
+    def starts(tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        asked.append(tps)
+        return {tp: log_start for tp in tps}
+
+    def unread() -> FakeLog:
+        raise AssertionError("records deleted on the source are not read")
+
+    plan = plan_restart({("orders", 0): 10}, lambda t: f"A.{t}", ends,
+                        lambda tps: {("A.orders", 0): target_end}, unread, unread,  # type: ignore[arg-type]
+                        starts)
+    return plan, asked
+
+
+def test_records_gone_from_the_source_are_skipped_as_the_writer_recorded(tmp_path: Path) -> None:
+    # the cut batch wrote source 10..599 to target 100..689 and recorded it; retention then
+    # deleted the source's records up to 1000
+    plan, asked = _plan_gone(tmp_path, [(10, 100), (600, 690)], 690, 1000)
+    assert plan.positions == {("orders", 0): 600} and not plan.fallbacks
+    (skip,) = plan.skips
+    assert (skip.source_start, skip.resume, skip.target_start, skip.target_end) == (10, 600, 100,
+                                                                                      690)
+    assert asked == [[("orders", 0)]]
+
+
+def test_records_gone_and_no_write_recorded_up_to_the_target_end_fall_back(
+        tmp_path: Path) -> None:
+    # the write was cut: the target grew, but no pair records where it ends now
+    plan, _ = _plan_gone(tmp_path, [(10, 100)], 150, 1000)
+    assert plan.positions == {("orders", 0): 10} and not plan.skips
+    assert "from offset 10 are gone (its log starts at 1000)" in plan.fallbacks[("orders", 0)]
+
+
+def test_log_starts_are_asked_only_when_the_target_grew(tmp_path: Path) -> None:
+    plan, asked = _plan_gone(tmp_path, [(10, 100)], 100, 1000)
+    assert plan.positions == {("orders", 0): 10} and asked == []
+
+
+def test_target_ends_first_and_recorded_positions(tmp_path: Path) -> None:
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    assert ends.first_position(("orders", 0)) is None
+    for pair in [(10, 100), (600, 690), (700, 790)]:
+        ends.record({("orders", 0): pair})
+    assert ends.first_position(("orders", 0)) == 10
+    assert ends.position_at(("orders", 0), 690) == 600
+    assert ends.position_at(("orders", 0), 691) is None

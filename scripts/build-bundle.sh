@@ -15,9 +15,11 @@
 # Point the collection at it with one variable (docs/ansible.md, "Artifacts"):
 #   kafka_mirror_bundle_dir: /path/to/kafka-mirror-bundle-<version>
 #
-# Usage: scripts/build-bundle.sh [--out DIR] [--tar] [--no-gssapi]
+# Usage: scripts/build-bundle.sh [--out DIR] [--version V] [--tar] [--no-gssapi]
 #   --out DIR     where the bundle directory goes (default dist/); DIR/kafka-mirror-bundle-current
 #                 links to the newest
+#   --version V   the release's version (PEP 440), written into the wheel and the bundle's name
+#                 (default: pyproject.toml's)
 #   --tar         also write DIR/kafka-mirror-bundle-<version>.tar.gz
 #   --no-gssapi   leave out wheels-gssapi/ (building it compiles librdkafka: minutes)
 # PYTHON selects the Python the wheels are built for (default python3). Maven (jvm/ modules, the
@@ -26,18 +28,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
-OUT=dist TAR=0 GSSAPI=1
+OUT=dist TAR=0 GSSAPI=1 VERSION=
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
+    --version) VERSION=$2; shift 2 ;;
     --tar) TAR=1; shift ;;
     --no-gssapi) GSSAPI=0; shift ;;
-    *) echo "usage: $0 [--out DIR] [--tar] [--no-gssapi]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--out DIR] [--version V] [--tar] [--no-gssapi]" >&2; exit 2 ;;
   esac
 done
 PY=${PYTHON:-python3}
 JMX_VERSION=1.0.1
-VERSION=$(grep -m1 -E '^version *= *"' pyproject.toml | sed -E 's/^version *= *"([^"]+)".*/\1/')
+PROJECT_VERSION=$(grep -m1 -E '^version *= *"' pyproject.toml | sed -E 's/^version *= *"([^"]+)".*/\1/')
+VERSION=${VERSION:-$PROJECT_VERSION}
 PYTAG=$("$PY" -c 'import sys; print(f"cp{sys.version_info.major}{sys.version_info.minor}")')
 CACHE=$REPO/build/bundle-cache
 mkdir -p "$OUT" "$CACHE"
@@ -53,11 +57,16 @@ if [ ! -d jvm/spark-connector/target/lib ]; then
 fi
 
 # the kafka-mirror wheel: rebuilt when what goes into it changed
-key=$(find pyproject.toml README.md src -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 \
-  | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+key=$( (echo "$VERSION"; find -L pyproject.toml README.md src -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 \
+  | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$CACHE/dist/.key" 2>/dev/null)" != "$key" ] || ! compgen -G "$CACHE/dist/kafka_mirror-*.whl" >/dev/null; then
-  rm -rf "$CACHE/dist"; mkdir -p "$CACHE/dist"
-  "$PY" -m pip wheel -q --no-deps -w "$CACHE/dist" .
+  rm -rf "$CACHE/dist" "$CACHE/source"; mkdir -p "$CACHE/dist" "$CACHE/source"
+  # built from a copy carrying the release's version
+  cp -rL pyproject.toml README.md src "$CACHE/source/"
+  find "$CACHE/source" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+  sed -i -E "0,/^version *= *\"[^\"]+\"/s//version = \"$VERSION\"/" "$CACHE/source/pyproject.toml"
+  "$PY" -m pip wheel -q --no-deps -w "$CACHE/dist" "$CACHE/source"
+  rm -rf "$CACHE/source"
   echo "$key" > "$CACHE/dist/.key"
 fi
 wheel=$(ls "$CACHE"/dist/kafka_mirror-*.whl)

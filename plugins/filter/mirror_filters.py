@@ -197,6 +197,29 @@ def stale_files(wanted, present, mode=None, owner=None, group=None):
     return sorted(stale, key=lambda f: f['path'])
 
 
+def wheel_versions(files, names=None):
+    """{distribution: version} of wheel file names (or paths), later files overriding earlier ones
+    (a GSSAPI variant after the plain wheel); distributions as pip names them (``kafka-mirror``),
+    only those of ``names`` when given."""
+    if not is_sequence(files):
+        raise AnsibleFilterError('wheel_versions expects a list of wheel file names')
+    wanted = None if names is None else set(_canonical(n) for n in names)
+    versions = {}
+    for path in files:
+        name = os.path.basename(str(path))
+        parts = name[:-len('.whl')].split('-') if name.endswith('.whl') else []
+        if len(parts) < 5:
+            continue  # not a wheel: {name}-{version}(-{build})?-{python}-{abi}-{platform}.whl
+        dist = _canonical(parts[0])
+        if wanted is None or dist in wanted:
+            versions[dist] = parts[1]
+    return versions
+
+
+def _canonical(name):
+    return re.sub(r'[-_.]+', '-', str(name)).lower()
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -206,4 +229,5 @@ class FilterModule(object):
             'jaas_quote': jaas_quote,
             'mirror_instances': mirror_instances,
             'stale_files': stale_files,
+            'wheel_versions': wheel_versions,
         }

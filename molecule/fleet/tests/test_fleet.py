@@ -5,20 +5,21 @@ worker km-fleet3, Kerberos on A); km-fleet2 aggregates A and C into B with insta
 Fleet-wide checks run once (on km-fleet1's turn)."""
 
 import ast
-import json
 import os
 import shlex
 import subprocess
-import tempfile
+import sys
 import threading
 import time
 import uuid
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "_shared"))
+
+from krb_clients import client_conf, krb5_env, realm_state  # noqa: E402
+
 BRIDGE_IP = os.environ.get("MOL_BRIDGE_IP", "10.77.0.1")
-MOL_HOME = os.environ.get("MOL_HOME") or "/tmp/kafka-mirror-molecule"
-A_STATE = os.path.join(MOL_HOME, "kerberos", "state.json")
 B = f"{BRIDGE_IP}:19192"
 C = f"{BRIDGE_IP}:19092"
 SHARED_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "_shared", "tests")
@@ -40,30 +41,18 @@ def _main_pid(host, unit):
 
 @pytest.fixture(scope="module")
 def a_state():
-    with open(A_STATE) as fh:
-        return json.load(fh)
+    return realm_state()
 
 
 @pytest.fixture(scope="module")
 def krb_tmp(a_state):
     """Controller-side Kerberos clients of cluster A use the test realm and private caches."""
-    saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
-    os.environ["KRB5_CONFIG"] = a_state["krb5_conf"]
-    with tempfile.TemporaryDirectory(prefix="molecule-fleet-krb5-") as tmp:
+    with krb5_env(a_state, prefix="molecule-fleet-krb5-") as tmp:
         yield tmp
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
 def _a_conf(state, tmp, who, **extra):
-    os.environ["KRB5CCNAME"] = f"FILE:{tmp}/{who}.ccache"
-    return {"bootstrap.servers": state["bootstrap"]["source"], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "GSSAPI", "sasl.kerberos.service.name": state["services"]["source"],
-            "sasl.kerberos.keytab": state["keytabs"][who], "sasl.kerberos.principal": state["principals"][who],
-            **extra}
+    return client_conf(state, tmp, "source", who, **extra)
 
 
 def _read(conf, want, timeout):

@@ -15,58 +15,18 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 import uuid
 
 import pytest
+from krb_clients import STATE_DIR, client_conf, produce, read_mirrored
 
-MOL_HOME = os.environ.get("MOL_HOME") or "/tmp/kafka-mirror-molecule"
-STATE_DIR = os.path.join(MOL_HOME, "kerberos")
 SERVICE = "kafka-mirror"
 USER = "kafka-mirror"
 CONF = "/etc/kafka-mirror"
 KEYTABS = f"{CONF}/keytabs"
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 SIDES = ("source", "destination")
-
-
-@pytest.fixture(scope="module")
-def state():
-    with open(os.path.join(STATE_DIR, "state.json")) as fh:
-        return json.load(fh)
-
-
-@pytest.fixture(scope="module")
-def krb_env(state):
-    """Controller-side Kerberos clients (librdkafka runs kinit) use the test realm and private caches."""
-    saved = {k: os.environ.get(k) for k in ("KRB5_CONFIG", "KRB5CCNAME")}
-    os.environ["KRB5_CONFIG"] = state["krb5_conf"]
-    with tempfile.TemporaryDirectory(prefix="molecule-krb5-") as tmp:
-        yield tmp
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-
-
-def _conf(state, tmp, side, who, **extra):
-    """librdkafka settings for ``who`` (a client principal) on ``side``'s GSSAPI listener. Each
-    principal gets its own credential cache; clients of different principals are used one after the
-    other (one default cache per process)."""
-    os.environ["KRB5CCNAME"] = f"FILE:{tmp}/{who}.ccache"
-    return {"bootstrap.servers": state["bootstrap"][side], "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "GSSAPI", "sasl.kerberos.service.name": state["services"][side],
-            "sasl.kerberos.keytab": state["keytabs"][who], "sasl.kerberos.principal": state["principals"][who],
-            **extra}
-
-
-@pytest.fixture()
-def krb_host(host):
-    if "mol_kerberos" not in host.ansible.get_variables().get("group_names", []):
-        pytest.skip("not a Kerberized mirror host")
-    return host
 
 
 def _mm2(host):
@@ -193,33 +153,6 @@ def test_no_key_material_outside_the_keytabs(krb_host, state):
     assert not [k for k in keys if k.lower() in text]
 
 
-def _produce(state, tmp, sent):
-    from confluent_kafka import Producer
-    producer = Producer(_conf(state, tmp, "source", "molecule-client"))
-    for (topic, key), partition in sent.items():
-        producer.produce(topic, key=key, value=b"kerberos", partition=partition)
-    assert producer.flush(60) == 0, "records not delivered to the source over GSSAPI"
-
-
-def _read_mirrored(state, tmp, topics, sent, timeout):
-    from confluent_kafka import Consumer
-    consumer = Consumer(_conf(state, tmp, "destination", "molecule-client", **{
-        "group.id": f"molecule-krb-{uuid.uuid4().hex}", "auto.offset.reset": "earliest",
-        "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000}))
-    consumer.subscribe(topics)
-    got = {}
-    deadline = time.time() + timeout
-    try:
-        while time.time() < deadline and len(got) < len(sent):
-            msg = consumer.poll(1.0)
-            if msg is None or msg.error() or (msg.topic(), msg.key()) not in sent:
-                continue
-            got[(msg.topic(), msg.key())] = msg.partition()
-    finally:
-        consumer.close()
-    return got
-
-
 def test_records_mirrored_over_kerberos_with_partitions(krb_host, state, krb_env):
     """Records produced over GSSAPI (the verifier's principal, from the controller) to chosen
     partitions of the source topics appear on src.<topic> in the same partitions, read over GSSAPI;
@@ -231,13 +164,13 @@ def test_records_mirrored_over_kerberos_with_partitions(krb_host, state, krb_env
     for i in range(30):
         topic = "molecule.orders" if i % 2 else "molecule.payments"
         sent[(topic, f"{marker}-{i}".encode())] = i % partitions[topic]
-    _produce(state, krb_env, sent)
+    produce(state, krb_env, sent)
     # seeded by kerberos-realm.py: seed-<i> into partition i % partitions
     for i in range(60):
         topic = "molecule.orders" if i % 2 else "molecule.payments"
         sent[(topic, b"seed-%d" % i)] = i % partitions[topic]
     want = {(f"{alias}.{t}", k): p for (t, k), p in sent.items()}
-    got = _read_mirrored(state, krb_env, sorted({t for t, _ in want}), want, 180)
+    got = read_mirrored(state, krb_env, sorted({t for t, _ in want}), want, 180)
     missing = {}
     for (topic, key), partition in want.items():
         if (topic, key) not in got:
@@ -252,7 +185,7 @@ def test_records_mirrored_over_kerberos_with_partitions(krb_host, state, krb_env
 
 def _visible_topics(state, tmp, side, who):
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient(_conf(state, tmp, side, who))
+    admin = AdminClient(client_conf(state, tmp, side, who))
     topics = set(admin.list_topics(timeout=30).topics)
     del admin
     return topics

@@ -16,6 +16,7 @@ from ansible_collections.kafka.mirror.plugins.filter.mirror_filters import (
     mirror_instances,
     spark_conf_args,
     stale_files,
+    wheel_versions,
 )
 
 # a password with every character that means something to a .properties file, a JAAS line,
@@ -158,3 +159,18 @@ def test_stale_files_needs_checksums():
         stale_files([{'path': '/c/a.jar'}], [])
     with pytest.raises(AnsibleFilterError, match='two lists'):
         stale_files('a', [])
+
+
+def test_wheel_versions_reads_names_and_versions_as_pip_names_them():
+    files = ['/b/wheels/kafka_mirror-0.2.0-py3-none-any.whl', 'pyspark-4.2.0-py2.py3-none-any.whl',
+             'confluent_kafka-2.15.1-cp311-cp311-manylinux_2_28_x86_64.whl', 'SHA256SUMS',
+             '/b/wheels-gssapi/confluent_kafka-2.15.1+gssapi-cp311-cp311-linux_x86_64.whl']
+    assert wheel_versions(files) == {'kafka-mirror': '0.2.0', 'pyspark': '4.2.0',
+                                     'confluent-kafka': '2.15.1+gssapi'}
+    assert wheel_versions(files, ['kafka_mirror', 'PySpark']) == {'kafka-mirror': '0.2.0', 'pyspark': '4.2.0'}
+    assert wheel_versions([]) == {}
+
+
+def test_wheel_versions_needs_a_list():
+    with pytest.raises(AnsibleFilterError, match='list of wheel file names'):
+        wheel_versions('kafka_mirror-0.2.0-py3-none-any.whl')

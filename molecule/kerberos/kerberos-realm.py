@@ -19,7 +19,8 @@ they keep the literal.
 An ACL authorizer makes each client principal good for its own side only:
 - mirror-src: read-only on the source (describe + read topics, describe groups and the cluster);
 - mirror-dst: on the destination, the mirrored topics (src.*), MirrorMaker 2's internal topics
-  (mm2-*, heartbeats) and groups, describe the cluster;
+  (mm2-*, heartbeats) and groups, kafka-mirror's leases (topic kafka-mirror.leases, transactional
+  IDs kafka-mirror.lease.*), describe the cluster;
 - mirror: everything on both (one principal for both sides);
 - molecule-client: the verifier's own client: writes molecule.* on the source, reads src.molecule.*
   and src2.molecule.* on the destination.
@@ -89,7 +90,11 @@ def grant_acls(admin, side, timeout=30):
                  acl(topic, 'molecule.', pre, 'molecule-client', op.ALL)]
     else:
         acls += [acl(topic, name, pattern, 'mirror-dst', op.ALL)
-                 for name, pattern in (('src.', pre), ('mm2-', pre), ('heartbeats', lit))]
+                 for name, pattern in (('src.', pre), ('mm2-', pre), ('heartbeats', lit),
+                                       ('kafka-mirror.leases', lit))]
+        # kafka-mirror's lease per flow: a transactional producer (docs: "One writer per flow")
+        acls += [acl(ResourceType.TRANSACTIONAL_ID, 'kafka-mirror.lease.', pre, user, op.ALL)
+                 for user in ('mirror', 'mirror-dst')]
         acls += [acl(group, '*', lit, 'mirror-dst', op.ALL),
                  acl(cluster, 'kafka-cluster', lit, 'mirror-dst', op.DESCRIBE),
                  acl(cluster, 'kafka-cluster', lit, 'mirror-dst', op.DESCRIBE_CONFIGS),

@@ -68,6 +68,9 @@ class ContinuousProducer:
         self.rate, self.value_bytes = rate, value_bytes
         self.sent = 0
         self._stop = threading.Event()
+        self._going = threading.Event()
+        self._going.set()
+        self._idle = threading.Event()  # paused, every record sent so far acknowledged
         self.done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -81,6 +84,13 @@ class ContinuousProducer:
         chunk = max(1, self.rate // 4)
         i = 0
         while not self._stop.is_set() and (self.total is None or i < self.total):
+            if not self._going.is_set():
+                producer.flush(300)
+                self.sent = i
+                self._idle.set()
+                self._going.wait(0.25)
+                continue
+            self._idle.clear()
             for _ in range(chunk if self.total is None else min(chunk, self.total - i)):
                 # padding is random: compression must not shrink it
                 producer.produce(self.topic, key=f"k{i}".encode(),
@@ -93,6 +103,15 @@ class ContinuousProducer:
         producer.flush(300)
         self.sent = i
         self.done.set()
+
+    def pause(self) -> None:
+        """No record is sent from the next round on (``sent`` is then final until resumed)."""
+        self._idle.clear()
+        self._going.clear()
+        assert self._idle.wait(300), "the producer did not pause"
+
+    def resume(self) -> None:
+        self._going.set()
 
     def stop(self, timeout: float = 600) -> int:
         self._stop.set()

@@ -155,13 +155,20 @@ def test_state_of_a_topic_out_of_the_flow_goes_after_the_retention(
         wait_for(lambda: any(gone in f.read_text() for f in ranges_files()), 60,
                  "the deleted topic's offset translation saved", mirror)
         (ranges_file,) = ranges_files()
+
+        def newest() -> int:
+            return max(int(p.name[4:]) for p in ranges_file.parent.glob("gen-*"))
+
+        before = newest()
         dropped = f"the state of {gone} dropped"
         _recreate(source_cluster, gone, 1, lambda: wait_for(
             lambda: dropped in mirror.output(), 120, "the deleted topic's state dropped", mirror))
         ranges = ranges_file.read_text()
         assert gone not in ranges and kept in ranges, ranges
-        (newest,) = sorted(ranges_file.parent.glob("gen-*"), key=lambda p: int(p.name[4:]))[-1:]
-        assert gone not in (newest / "topic-ids.json").read_text()
+        # the generation of the restart without the deleted topic
+        ids = ranges_file.parent / f"gen-{before + 1}" / "topic-ids.json"
+        wait_for(ids.exists, 60, "the query started without the deleted topic", mirror)
+        assert gone not in ids.read_text()
         produce(source_cluster, gone, _tagged("new", {0: 25}))
         expected[gone][0] += read_partitions(source_cluster, gone)[0]
         wait_for(lambda: _mirrored(destination_cluster, f"source.{gone}", expected[gone]), 240,

@@ -154,10 +154,21 @@ def flow_settings(
         group_filter=group_filter,
         syncs=sync_settings(values),
         takeover_mm2=values.boolean("mirror.takeover.mm2", True),
+        positions_in_kafka=values.boolean("mirror.positions.in.kafka", True),
+        positions_interval_ms=values.integer("mirror.positions.in.kafka.interval.ms", 1_000, 0),
+        lease_ms=_lease_ms(values),
         exactly_once_target=exactly_once_target(values, realtime),
         mode=mode,
         realtime_batch_ms=values.integer("mirror.realtime.batch.duration.ms", 300_000, 5_000),
     )
+
+
+def _lease_ms(values: Values) -> int:
+    """``mirror.lease.ms``: 0 (no lease) or at least 2,000 ms."""
+    lease = values.integer("mirror.lease.ms", 5_000, 0)
+    if 0 < lease < 2_000:
+        raise values.error("mirror.lease.ms", "expected 0 (no lease) or at least 2000")
+    return lease
 
 
 def exactly_once_target(values: Values, realtime: bool = False) -> bool:

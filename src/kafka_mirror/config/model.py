@@ -98,6 +98,13 @@ class FlowSpec:
     syncs: SyncSettings = field(default_factory=SyncSettings)
     takeover_mm2: bool = True
     takeover_group: str = ""
+    # mirror.positions.in.kafka: the flow's positions and the target's ends after them are kept
+    # in MM2's Connect offsets topic on the target (a state dir lost or stale is rebuilt from
+    # there), at most once per mirror.positions.in.kafka.interval.ms
+    positions_in_kafka: bool = True
+    positions_interval_ms: int = 1_000
+    # mirror.lease.ms: one writer per flow, elected in Kafka (0: no lease, every instance writes)
+    lease_ms: int = 5_000
     # mirror.exactly.once.target: at every (re)start, skip what a cut batch already wrote
     exactly_once_target: bool = True
     # mirror.mode: micro-batch (default) or realtime (Spark's real-time mode, one task slot per

@@ -40,7 +40,14 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaError, KafkaException
 
 from kafka_mirror.config.model import ClusterSpec
-from kafka_mirror.control.mm2_offsets_records import (
+from kafka_mirror.errors import MirrorError
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.internal_topics import (
+    InternalRecord,
+    InternalTopicReader,
+    InternalTopicWriter,
+)
+from kafka_mirror.mm2.offsets_records import (
     DEFAULT_OFFSETS_PARTITIONS,
     MM2_SOURCE_CONNECTOR,
     is_int,
@@ -48,15 +55,9 @@ from kafka_mirror.control.mm2_offsets_records import (
     mm2_source_key,
     mm2_source_value,
     mm2_worker_group,
+    parse_kept_value,
     parse_source_key,
     parse_stored_offset,
-)
-from kafka_mirror.errors import MirrorError
-from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.internal_topics import (
-    InternalRecord,
-    InternalTopicReader,
-    InternalTopicWriter,
 )
 
 __all__ = [
@@ -91,24 +92,17 @@ def read_mm2_positions(
     Reads every partition of ``topic`` on ``cluster`` (the flow's TARGET) to its end, keeps the
     last value per key (a null value deletes it) and returns ``{(upstream topic, partition):
     next offset to read}`` (stored + 1) for the MirrorSourceConnector keys of ``source_alias``.
-    A missing topic gives ``{}``. Records of no known shape, keys MM2 would not look up (not
-    byte-identical to what it writes) and unreadable values are skipped with a warning; stored
-    negative offsets mean "no position" to MM2 and are left out.
+    A missing topic gives ``{}``; the records kafka-mirror keeps there itself (with a target
+    end: :mod:`kafka_mirror.state.kept_positions`) are left out. Records of no known shape, keys
+    MM2 would not look up (not byte-identical to what it writes) and unreadable values are
+    skipped with a warning; stored negative offsets mean "no position" to MM2 and are left out.
     """
     _ready_admin(cluster, timeout)
-    latest: dict[bytes | None, InternalRecord] = {}
-
-    def keep(record: InternalRecord) -> None:
-        # Reads committed data only (what Connect's exactly-once reader sees; the same as
-        # everything when no transactions are used).
-        if record.value is None:
-            latest.pop(record.key, None)
-        else:
-            latest[record.key] = record
-
-    InternalTopicReader(
+    # committed data only (what Connect's exactly-once reader sees; the same as everything
+    # when no transactions are used)
+    latest = InternalTopicReader(
         cluster, topic, label="reading MM2's offsets topic", timeout=timeout
-    ).read_to_end(keep)
+    ).read_latest()
     positions: dict[tuple[str, int], int] = {}
     for record in latest.values():
         found = _source_position(topic, source_alias, record)
@@ -142,6 +136,9 @@ def _source_position(
             where, key, mm2_source_key(alias, upstream, upstream_partition),
         )
         return None
+    kept = parse_kept_value(value)
+    if kept is not None and kept[1] is not None:
+        return None  # kafka-mirror's own position (kafka_mirror.state.kept_positions), not MM2's
     stored = parse_stored_offset(value)
     if stored is None:
         log.warning('%s: skipped: value is not {"offset":<integer>}: %r', where, value)

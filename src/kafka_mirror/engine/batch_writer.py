@@ -25,6 +25,7 @@ from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.leader_epochs import UncleanElections, reason, skip_notice, stop_reason
 from kafka_mirror.engine.positions import batch_end_positions, batch_start_positions
 from kafka_mirror.errors import MirrorError
+from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror.state.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
@@ -168,10 +169,16 @@ class BatchWriter:
         target_ends: TargetEnds | None = None,
         unclean: UncleanElections | None = None,
         recount: bool = True,
+        kept: KeptPositions | None = None,
+        topic_ids: Mapping[str, str] | None = None,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
         """``recount``: records found on the target past where the flow last saw its end (a
         cut batch's, landing late) refuse the batch (``late_writes``), so that the flow counts
-        them again before writing; otherwise they are reported."""
+        them again before writing; otherwise they are reported. ``kept``: where the pairs
+        (source position, target end) after each write are kept in Kafka, with the source
+        topics' ``topic_ids``. ``may_write``: whether this instance holds the flow's lease (a
+        batch is refused without it, as at a stop)."""
         self.flow = flow
         self.checkpoint = checkpoint
         self.sink_options = dict(sink_options)
@@ -183,6 +190,10 @@ class BatchWriter:
         self.unclean = unclean
         self.source_lost: str | None = None
         self.recount = recount
+        self.kept = kept
+        self.topic_ids = dict(topic_ids or {})
+        # one writer per flow: whether this instance holds the flow's lease
+        self.may_write = may_write
         # what reached the target late (the flow restarts the query, counting it again)
         self.late_writes: str | None = None
         self._written: dict[int, WrittenRanges] = {}
@@ -210,7 +221,7 @@ class BatchWriter:
             self.in_batch.clear()
 
     def _write(self, frame: Any, batch_id: int) -> None:
-        if self.stopping.is_set():
+        if self.stopping.is_set() or (self.may_write is not None and not self.may_write()):
             self.refused.set()
             self._refuse(frame, batch_id)
         start = batch_start_positions(self.checkpoint, batch_id) or {}
@@ -251,6 +262,10 @@ class BatchWriter:
             for topic, partition in moved
             if (tp := (self.flow.target_topic(topic), partition)) in after
         }
+        if self.kept is not None and self.target_ends is not None:
+            clock = time.perf_counter()
+            self._keep(moved, end, after, batch_id)
+            timings["keptPositions"] = _ms_since(clock)
         with self._lock:
             self._written[batch_id] = WrittenRanges(start, end, before, after, timings)
             for old in [b for b in self._written if b < batch_id - 100]:
@@ -403,6 +418,21 @@ class BatchWriter:
                     "the write were not read; the batch is retried (mirror.exactly.once.target)")
             pairs[(topic, partition)] = (source[(topic, partition)], ended)
         self.target_ends.record(pairs)
+
+    def _keep(self, moved: list[tuple[str, int]], end: Mapping[tuple[str, int], int],
+              after: Mapping[tuple[str, int], int], batch_id: int) -> None:
+        """The pairs after the write to the positions kept in Kafka; a failure fails the batch
+        (retried) so that what Kafka holds never falls far behind."""
+        assert self.kept is not None
+        pairs = {(topic, partition): (end[(topic, partition)], ended) for topic, partition in moved
+                 if (ended := after.get((self.flow.target_topic(topic), partition))) is not None}
+        try:
+            self.kept.keep(pairs, self.topic_ids)
+        except MirrorError as exc:
+            raise MirrorError(
+                f"flow {self.flow.name}: batch {batch_id}: {exc}; the batch is retried "
+                "(mirror.positions.in.kafka=false keeps the positions in the state dir alone)"
+            ) from exc
 
     def _end_offsets(
         self, partitions: list[tuple[str, int]], batch_id: int

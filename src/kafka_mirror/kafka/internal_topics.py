@@ -124,6 +124,20 @@ class InternalTopicReader:
         self.read_to_end(out.append)
         return out
 
+    def read_latest(self) -> dict[bytes | None, InternalRecord]:
+        """The last record per key up to the end (a compacted topic's content: a tombstone
+        removes its key)."""
+        latest: dict[bytes | None, InternalRecord] = {}
+
+        def keep(record: InternalRecord) -> None:
+            if record.value is None:
+                latest.pop(record.key, None)
+            else:
+                latest[record.key] = record
+
+        self.read_to_end(keep)
+        return latest
+
     def read_to_end(self, on_record: Callable[[InternalRecord], None]) -> None:
         """Hand every record up to the end to ``on_record``; a missing topic has none."""
         consumer = self._consumer_factory(control_consumer_config(self.cluster))

@@ -294,15 +294,24 @@ def _connection_lost(args: tuple[Any, ...]) -> bool:
     return not any(word in text for word in _LOGIN_WORDS)
 
 
+def _fenced(args: tuple[Any, ...]) -> bool:
+    """Whether confluent-kafka's ``(facility, client, text)`` tells a transactional producer was
+    fenced: how a flow's lease passes on (kafka_mirror.control.lease reports it)."""
+    text = str(args[2]).lower() if len(args) >= 3 else ""
+    return "fenced by a newer instance" in text or "with an old epoch" in text
+
+
 class _ClientLog(logging.LoggerAdapter):  # type: ignore[type-arg]
     """librdkafka's messages, which confluent-kafka hands to a ``logger`` setting as
     ``log(level, "%s [%s] %s", facility, client name, text)`` at their syslog level mapped to
-    Python's (lost or refused connections at WARNING, as the Java clients log them), prefixed
-    with what the client is for."""
+    Python's (lost or refused connections at WARNING, as the Java clients log them; a lease
+    producer fenced by its successor at INFO), prefixed with what the client is for."""
 
     def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
         if level > logging.WARNING and _connection_lost(args):
             level = logging.WARNING
+        elif level > logging.INFO and _fenced(args):
+            level = logging.INFO
         super().log(level, msg, *args, **kwargs)
 
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:

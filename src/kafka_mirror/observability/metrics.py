@@ -38,7 +38,7 @@ from kafka_mirror.observability.latency import (
     TopicLatencyCollector,
 )
 
-FLOW_STATES = ("starting", "running", "restarting", "retrying", "failed")
+FLOW_STATES = ("starting", "running", "restarting", "retrying", "failed", "standby")
 RESTART_REASONS = ("topics_changed", "topic_recreated", "record_size", "failure")
 ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "data_loss", "other")
 PARTITION_LABELS = (*FLOW_LABELS, "topic", "partition")

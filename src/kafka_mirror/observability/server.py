@@ -7,8 +7,9 @@
   the live window, or a query restart longer than :data:`RESTART_WINDOW_SECONDS` (the batch
   being written finishes, what a cut batch left on the target is read back), is overdue).
 - ready: every flow runs a query and either committed a batch that moved records, or reported an
-  idle trigger with nothing left to mirror, within :data:`READY_WINDOW_SECONDS`; a flow stopped
-  for good is never ready.
+  idle trigger with nothing left to mirror, within :data:`READY_WINDOW_SECONDS`, or stands by
+  (another instance holds its lease: this one is ready to take it over); a flow stopped for good
+  is never ready.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ WAITING = 32
 
 
 def flow_ready(health: FlowHealth, now: float) -> bool:
+    if health.state == "standby":
+        return True
     if health.state != "running":
         return False
     recent_batch = health.last_batch is not None and now - health.last_batch <= \

@@ -31,7 +31,7 @@ class ControlPlane:
         self.metrics = metrics
         self.teardown = teardown
         self.tasks: list[Periodic] = []
-        self.checkpointers: list[GroupCheckpointer] = []
+        self.checkpointers: list[tuple[GroupCheckpointer, FlowRunner]] = []
 
     def assemble(self, runners: Mapping[str, FlowRunner]) -> list[Periodic]:
         """Create the internal topics, then the periodic tasks (not started)."""
@@ -49,9 +49,10 @@ class ControlPlane:
     def last_checkpoints_at_stop(self) -> None:
         """Once the flows ran: at the stop, each checkpointer writes the newest positions (for
         consumers that fail over after the stop) before it closes."""
-        for checkpointer in self.checkpointers:
-            self.teardown.last_checkpoints.add(f"last checkpoints of {checkpointer.flow.name}",
-                                               partial(_last_checkpoints, checkpointer))
+        for checkpointer, runner in self.checkpointers:
+            self.teardown.last_checkpoints.add(
+                f"last checkpoints of {checkpointer.flow.name}",
+                _when_active(runner, partial(_last_checkpoints, checkpointer)))
 
     def _task(self, name: str, interval: float, action: Callable[[], object],
               first_delay: float = 0.0) -> None:
@@ -65,18 +66,19 @@ class ControlPlane:
         self._task(f"{flow.name} ranges", 10.0, runner.save_ranges, 10.0)
         if syncs.emit_checkpoints:
             checkpointer = GroupCheckpointer(flow, runner.source, runner.target, runner.ranges)
-            self.checkpointers.append(checkpointer)
+            self.checkpointers.append((checkpointer, runner))
             self.teardown.checkpointers.add(f"{flow.name} checkpoints", checkpointer.close)
             checkpointer.start()
             self._task(f"{flow.name} checkpoints", syncs.checkpoints_interval,
-                       self._checkpoint_round(checkpointer), syncs.checkpoints_interval)
+                       _when_active(runner, self._checkpoint_round(checkpointer)),
+                       syncs.checkpoints_interval)
             if syncs.refresh_groups:
                 self._task(f"{flow.name} groups", syncs.refresh_groups_interval,
                            checkpointer.refresh_groups, syncs.refresh_groups_interval)
             if syncs.sync_group_offsets:
                 interval = syncs.sync_group_offsets_interval
                 self._task(f"{flow.name} group offsets", interval,
-                           self._group_sync_round(checkpointer), interval)
+                           _when_active(runner, self._group_sync_round(checkpointer)), interval)
         if syncs.sync_topic_acls:
             acls = AclSync(flow, runner.source, runner.target)
             self._task(f"{flow.name} ACLs", syncs.sync_topic_acls_interval, acls.run)
@@ -94,6 +96,15 @@ class ControlPlane:
             outcome = checkpointer.sync_group_offsets()
             self.metrics.group_offsets_synced(checkpointer.flow, outcome.synced)
         return sync
+
+
+def _when_active(runner: FlowRunner, action: Callable[[], None]) -> Callable[[], None]:
+    """``action`` run only while this instance writes the flow (a standby's translation ranges
+    are not the flow's: its checkpoints would be stale)."""
+    def run() -> None:
+        if runner.active:
+            action()
+    return run
 
 
 def _last_checkpoints(checkpointer: GroupCheckpointer) -> None:

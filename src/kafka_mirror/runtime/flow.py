@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror.config.model import FlowSpec
+from kafka_mirror.control.lease import FlowLease
 from kafka_mirror.control.offset_syncs import OffsetSyncWriter
 from kafka_mirror.control.topics import TopicSync
 from kafka_mirror.engine.acked_positions import FILE as ACKED_FILE
@@ -43,6 +44,7 @@ from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, realtime_g
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.clients import admin_properties, spark_sink_options
+from kafka_mirror.mm2.offsets_records import mm2_offsets_topic
 from kafka_mirror.observability.null_metrics import Metrics
 from kafka_mirror.runtime.exactly_once_restart import ExactlyOnceRestart, SkipNotKnown, keeps_prefix
 from kafka_mirror.runtime.failures import (
@@ -62,6 +64,7 @@ from kafka_mirror.runtime.restarts import (
     retry_delay,
 )
 from kafka_mirror.runtime.resume import ResumePlanner
+from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror.state.offset_ranges import OffsetRanges
 from kafka_mirror.state.source_epochs import FILE as SOURCE_EPOCHS_FILE
 from kafka_mirror.state.source_epochs import SourceEpochs
@@ -118,9 +121,26 @@ class FlowRunner:
         # the source's leader epochs, against unclean leader elections
         self.source_epochs = SourceEpochs(self.state.flow_dir / SOURCE_EPOCHS_FILE)
         self.unclean: UncleanElections | None = None
+        # the positions and target ends after them, kept in Kafka on the target (micro-batch
+        # mode with exactly once: what a restart on another host proves its start from)
+        self.kept = (
+            KeptPositions(flow.target, mm2_offsets_topic(raw_config, flow.source.alias,
+                                                         flow.target.alias),
+                          flow.source.alias, self.target, flow.positions_interval_ms)
+            if flow.positions_in_kafka and self.target_ends is not None and not flow.realtime
+            else None
+        )
+        self._read_kept = True  # the positions kept in Kafka are read at the next start
+        # one writer per flow: the lease in Kafka (micro-batch mode)
+        self.lease = (
+            FlowLease(flow.name, f"kafka-mirror.lease.{flow.path_name}", flow.target,
+                      self.target, flow.lease_ms)
+            if flow.lease_ms > 0 and not flow.realtime else None
+        )
+        self._standing_by = False
         self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
                                     self.target_ends, self.save_ranges, dict(raw_config),
-                                    epochs=self.source_epochs)
+                                    epochs=self.source_epochs, kept=self.kept)
         self.exactly_once = (
             ExactlyOnceRestart(flow, self.source, self.target_ends, self.hooks,
                                self.save_ranges, metrics)
@@ -158,9 +178,35 @@ class FlowRunner:
         self._ids_read: dict[str, str] | str | None = {}
 
     def start_control(self) -> None:
-        """Internal topics the flow writes exist before any batch runs."""
+        """Internal topics the flow writes exist before any batch runs; the flow's lease is
+        taken, or watched, from now on."""
         if self.offset_syncs is not None:
             self.offset_syncs.start()
+        if self.lease is not None:
+            self.lease.start()
+
+    @property
+    def active(self) -> bool:
+        """Whether this instance writes the flow (it holds its lease, or the flow has none)."""
+        return self.lease is None or self.lease.holds
+
+    def _may_write(self) -> bool:
+        """:attr:`active`, with the change reported once."""
+        if self.active:
+            if self._standing_by:
+                self._standing_by = False
+                self.next_refresh = 0.0  # the query starts at this tick
+                self._read_kept = True  # where the previous holder left the flow
+                log.info("flow %s: this instance holds the lease now (epoch %d): mirroring",
+                         self.flow.name, self.lease.epoch if self.lease else 0)
+            return True
+        if not self._standing_by:
+            self._standing_by = True
+            held = self.lease.describe() if self.lease else {}
+            log.info("flow %s: standing by: the lease is held by %s (epoch %s); this instance "
+                     "takes the flow over when it lapses", self.flow.name,
+                     held.get("holder") or "another instance", held.get("epoch"))
+        return False
 
     def sync_topics(self) -> dict[str, int]:
         """Bring the target topics in line; return the source partitions to mirror."""
@@ -195,7 +241,7 @@ class FlowRunner:
     def first_start(self, spark: Any, assignment: dict[str, int]) -> None:
         """The flow's first query (a start that must wait for what the target holds, or for
         its topics' IDs, is retried by :meth:`tick`)."""
-        if self.failed is not None:
+        if self.failed is not None or not self._may_write():
             return
         try:
             self.follow(spark, assignment)
@@ -262,7 +308,7 @@ class FlowRunner:
                 groups = realtime_groups(self.flow, assignment,
                                          int(spark.sparkContext.defaultParallelism), taken,
                                          os.cpu_count() or 1)
-            if self.closing:  # planned while the process began to stop
+            if self.closing or not self.active:  # the process stops, or the lease went
                 return
             checkpoint = self.state.new_generation(ids)
             self.started_ids = ids
@@ -278,8 +324,17 @@ class FlowRunner:
         when records it has not mirrored were deleted and the flow stops for good)."""
         known = self.resume.resume_positions(self.topic_ids)
         resumed = known is not None
+        # past the last committed batch (or with no local state at all): the positions kept
+        # in Kafka, whose target ends the exactly-once restart proves from. Read at the first
+        # start (the state dir may be empty, or older than Kafka's), not at every restart: this
+        # process wrote whatever is newer itself
+        if self._read_kept:
+            self._read_kept = False
+            kept = self.resume.with_kept_positions(known, assignment, self.topic_ids)
+            if kept is not known:
+                known, resumed = kept, True
         if known is None:
-            known = self.resume.takeover_positions()
+            known = self.resume.takeover_positions(assignment)
         if known and not self._check_data_loss(known, assignment):
             return known, False
         if resumed and known and not self.flow.realtime and \
@@ -409,6 +464,7 @@ class FlowRunner:
             self.flow, checkpoint,
             spark_sink_options(self.flow, self.largest_batch, latency=self.with_latency),
             self._target_offsets(spark), self.target_ends, self._unclean(spark), recount,
+            self.kept, self.started_ids, None if self.lease is None else self.lease.wait_held,
         )
 
     def _target_offsets(self, spark: Any) -> JvmEndOffsets:
@@ -459,6 +515,13 @@ class FlowRunner:
         batch again and again)."""
         now = time.monotonic()
         if self.failed is not None or now < self.retry_at:
+            return
+        if not self._may_write():
+            if self.query is not None:
+                log.warning("flow %s: the lease is not held any more: the query stops (the "
+                            "batch being written finishes); standing by", self.flow.name)
+                self.stop()
+                self.assignment = {}
             return
         try:
             writer = self._current_writer()
@@ -541,9 +604,12 @@ class FlowRunner:
 
     def phase(self) -> str:
         """starting, running, restarting (a new query under way), retrying (after a failure,
-        with backoff) or failed (for good)."""
+        with backoff), failed (for good) or standby (another instance holds the flow's
+        lease)."""
         if self.failed is not None:
             return "failed"
+        if not self.active:
+            return "standby"
         if self.restarting:
             return "restarting"
         if self.failures:

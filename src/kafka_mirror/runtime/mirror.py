@@ -167,6 +167,12 @@ class Mirror:
             teardown.flow_state.add(f"{flow.name} target offsets",
                                     partial(_close_target_offsets, runner))
             teardown.flow_state.add(f"{flow.name} source leader epochs", runner.close_unclean)
+            # once the query stopped: its last positions in Kafka, then the lease (a standby
+            # takes the flow over from there at once)
+            if runner.kept is not None:
+                teardown.handover.add(f"{flow.name} kept positions", runner.kept.close)
+            if runner.lease is not None:
+                teardown.handover.add(f"{flow.name} lease", runner.lease.release)
             runners[flow.path_name] = runner
         for runner in runners.values():
             runner.peers = runners
@@ -225,11 +231,14 @@ def _workers(spark: Any, runners: Mapping[str, FlowRunner],
              initial: Mapping[str, dict[str, int]]) -> FlowWorkers:
     """A worker per flow: its first start with the partitions found at the start, then its
     ticks."""
-    return FlowWorkers(
-        {name: FlowWorker(name, partial(runner.first_start, spark, initial[name]),
-                          partial(runner.tick, spark), partial(getattr, runner, "restarting"))
-         for name, runner in runners.items()},
-        busy_window=LIVE_WINDOW_SECONDS, restart_window=RESTART_WINDOW_SECONDS)
+    workers = {name: FlowWorker(name, partial(runner.first_start, spark, initial[name]),
+                                partial(runner.tick, spark), partial(getattr, runner, "restarting"))
+               for name, runner in runners.items()}
+    for name, runner in runners.items():
+        if runner.lease is not None:  # a lease taken or lost is acted on at once
+            runner.lease.on_change = workers[name].poke
+    return FlowWorkers(workers, busy_window=LIVE_WINDOW_SECONDS,
+                       restart_window=RESTART_WINDOW_SECONDS)
 
 
 def _close_target_offsets(runner: FlowRunner) -> None:

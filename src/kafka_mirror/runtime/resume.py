@@ -9,13 +9,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
-from kafka_mirror.control.mm2_positions import mm2_offsets_topic, read_mm2_positions
+from kafka_mirror.control.mm2_positions import read_mm2_positions
 from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
 from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.positions import FlowState, Positions, recreated_topics
+from kafka_mirror.mm2.offsets_records import mm2_offsets_topic
 from kafka_mirror.runtime.failures import first_line
 from kafka_mirror.state.departed import DEPARTED_FILE, DepartedTopics
+from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror.state.offset_ranges import OffsetRanges
 from kafka_mirror.state.source_epochs import SourceEpochs
 
@@ -60,8 +62,11 @@ class ResumePlanner:
         read_mm2: ReadMm2Positions = read_mm2_positions,
         departed: DepartedTopics | None = None,
         epochs: SourceEpochs | None = None,
+        kept: KeptPositions | None = None,
     ) -> None:
         self.flow = flow
+        # the flow's positions kept in Kafka (mirror.positions.in.kafka)
+        self.kept = kept
         # the source's leader epochs the flow saw (dropped with the rest of a topic's state)
         self.epochs = epochs
         # what the flow keeps of a source topic goes a while after the topic left it
@@ -143,9 +148,48 @@ class ResumePlanner:
                      self.flow.topic_state_retention_ms)
         return {topic: value for topic, value in ids.items() if topic not in expired}
 
-    def takeover_positions(self) -> Positions | None:
+    def with_kept_positions(self, known: Positions | None, assignment: Mapping[str, int],
+                            topic_ids: Mapping[str, str]) -> Positions | None:
+        """``known`` (the last committed batch's positions, None without one) moved on to the
+        positions kept in Kafka where those are further (a batch written but not committed, a
+        stale state dir, or none at all: a new host); their target ends go to the exactly-once
+        restart, which proves from them what is on the target. ``known`` itself when nothing
+        is further (or nothing is kept)."""
+        if self.kept is None or self.target_ends is None:
+            return known
+        try:
+            kept = self.kept.read()
+        except Exception as exc:
+            log.warning("flow %s: the positions kept in Kafka were not read (%s); resuming from "
+                        "the state dir alone", self.flow.name, first_line(str(exc)))
+            return known
+        ahead: dict[tuple[str, int], tuple[int, int]] = {}
+        for (topic, partition), entry in kept.items():
+            now = topic_ids.get(topic)
+            if entry.target_end is None or partition >= assignment.get(topic, 0) or \
+                    (entry.topic_id and now and entry.topic_id != now):
+                continue  # MM2's own, a partition out of the flow, an earlier incarnation
+            if known is not None and known.get((topic, partition), -1) >= entry.position:
+                continue
+            ahead[(topic, partition)] = (entry.position, entry.target_end)
+        if not ahead:
+            return known
+        self.target_ends.record(ahead)
+        where = f"{self.kept.topic} on cluster '{self.flow.target.alias}'"
+        if known is None:
+            log.info("flow %s: the state dir holds no committed batch: %d partitions resume "
+                     "from the positions kept in %s", self.flow.name, len(ahead), where)
+        else:
+            log.info("flow %s: %d partitions resume from the positions kept in %s, past the "
+                     "state dir's last committed batch", self.flow.name, len(ahead), where)
+        return {**(known or {}), **{tp: position for tp, (position, _) in ahead.items()}}
+
+    def takeover_positions(self, assignment: Mapping[str, int] | None = None
+                           ) -> Positions | None:
         """Where a first run starts when another mirror ran before: MirrorMaker 1's consumer
-        group (``legacy``), or a MirrorMaker 2's positions in its Connect offsets topic."""
+        group (``legacy``), or a MirrorMaker 2's positions in its Connect offsets topic (of the
+        partitions in ``assignment``, when given; not those kafka-mirror kept there itself,
+        which :meth:`with_kept_positions` uses)."""
         flow = self.flow
         if flow.takeover_group:
             committed = self.source.committed_offsets(
@@ -159,7 +203,11 @@ class ResumePlanner:
                 return {tp: offset for tp, (offset, _) in committed.items()}
         if flow.takeover_mm2:
             topic = mm2_offsets_topic(self.raw_config, flow.source.alias, flow.target.alias)
-            positions = self.read_mm2(flow.target, topic, flow.source.alias)
+            positions = {
+                tp: offset for tp, offset in
+                self.read_mm2(flow.target, topic, flow.source.alias).items()
+                if assignment is None or tp[1] < assignment.get(tp[0], 0)
+            }
             if positions:
                 log.info(
                     "flow %s: taking over from MirrorMaker 2: %d partitions start where its "

@@ -39,6 +39,7 @@ class Teardown:
     """The stages, in the order they are closed."""
 
     flows: Stage            # the queries, stopped between batches
+    handover: Stage         # then each flow's positions kept in Kafka, and its lease released
     tasks: Stage            # the periodic control-plane tasks
     last_checkpoints: Stage  # the newest positions, for consumers that fail over after the stop
     checkpointers: Stage

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from kafka_mirror.control.mm2_offsets_records import mm2_source_key
 from kafka_mirror.control.mm2_positions import _source_position, position_records
 from kafka_mirror.kafka.internal_topics import InternalRecord
+from kafka_mirror.mm2.offsets_records import mm2_source_key
 
 TOPIC = "mm2-offsets.A.internal"
 
@@ -66,3 +66,11 @@ def test_source_position_skips_what_mm2_would_not_use(
         assert _source_position(TOPIC, "A", _record(key, value)) is None
     assert f"{TOPIC} partition 3 offset 17: skipped" in caplog.text
     assert warning in caplog.text
+
+
+def test_a_position_kafka_mirror_kept_is_not_taken_for_mm2s() -> None:
+    key = mm2_source_key("A", "t", 0)
+    kept = InternalRecord(0, 0, key, b'{"offset":9,"kafka-mirror.target.end":90}')
+    assert _source_position(TOPIC, "A", kept) is None
+    mm2 = InternalRecord(0, 1, key, b'{"offset":9}')
+    assert _source_position(TOPIC, "A", mm2) == (("t", 0), 10)

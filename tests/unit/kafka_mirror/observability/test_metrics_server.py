@@ -109,3 +109,11 @@ def test_the_mirror_is_live_while_its_main_loop_beats() -> None:
     assert status.live()
     status.loop_ran = time.monotonic() - endpoint.LIVE_WINDOW_SECONDS - 1
     assert not status.live()
+
+
+def test_a_standby_flow_is_ready_a_starting_one_is_not() -> None:
+    from kafka_mirror.observability.metrics import FlowHealth
+    from kafka_mirror.observability.server import flow_ready
+
+    assert flow_ready(FlowHealth(state="standby"), time.time())
+    assert not flow_ready(FlowHealth(state="starting"), time.time())

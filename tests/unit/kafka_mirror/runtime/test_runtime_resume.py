@@ -204,3 +204,61 @@ def test_the_state_of_a_topic_out_of_the_flow_goes_after_the_retention(tmp_path:
     assert ranges.translate("gone", 0, 3) is None
     assert TargetEnds(tmp_path / "target-ends.json").topics() == {"t"}  # on disk too
     assert saved == [1]
+
+
+class FakeKept:
+    """The positions kept in Kafka (kafka_mirror.state.kept_positions)."""
+
+    topic = "mm2-offsets.A.internal"
+
+    def __init__(self, kept: dict[Key, tuple[int, int | None, str | None]]) -> None:
+        from kafka_mirror.state.kept_positions import KeptPosition
+        self.kept = {tp: KeptPosition(*value) for tp, value in kept.items()}
+
+    def read(self) -> dict[Key, Any]:
+        return self.kept
+
+
+def _with_kept(tmp_path: Path, kept: dict[Key, tuple[int, int | None, str | None]]
+               ) -> tuple[ResumePlanner, TargetEnds, FlowState]:
+    state = FlowState(tmp_path / "flow")
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    planner = ResumePlanner(
+        _flow(), FakeAdmin({"t": 3}), state, OffsetRanges(), AckedPositions(tmp_path / "a.json"),
+        ends, lambda: None, {}, FakeMm2({}), kept=FakeKept(kept),  # type: ignore[arg-type]
+    )
+    return planner, ends, state
+
+
+def test_a_new_host_resumes_from_the_positions_kept_in_kafka(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    planner, ends, _ = _with_kept(tmp_path, {
+        ("t", 0): (10, 110, "id1"),
+        ("t", 1): (20, None, None),  # MM2's own record: a takeover, not a resume
+        ("t", 2): (30, 330, "old"),  # an earlier incarnation of the topic
+        ("t", 5): (50, 550, "id1"),  # a partition the flow does not have
+    })
+    with caplog.at_level(logging.INFO):
+        known = planner.with_kept_positions(None, {"t": 3}, {"t": "id1"})
+    assert known == {("t", 0): 10}
+    assert ends.target_end(("t", 0), 10) == 110  # the exactly-once restart proves from it
+    assert "the state dir holds no committed batch: 1 partitions resume from the positions " \
+        "kept in mm2-offsets.A.internal on cluster 'B'" in caplog.text
+
+
+def test_kept_positions_move_a_stale_state_dir_on_never_back(tmp_path: Path) -> None:
+    planner, ends, _ = _with_kept(tmp_path, {("t", 0): (10, 110, None), ("t", 1): (20, 220, None)})
+    local = {("t", 0): 15, ("t", 1): 5, ("t", 2): 7}
+    assert planner.with_kept_positions(local, {"t": 3}, {}) == {("t", 0): 15, ("t", 1): 20,
+                                                                 ("t", 2): 7}
+    assert ends.target_end(("t", 1), 20) == 220 and not ends.has(("t", 0))
+    nothing_ahead = {("t", 0): 15, ("t", 1): 25}
+    assert planner.with_kept_positions(nothing_ahead, {"t": 3}, {}) is nothing_ahead
+
+
+def test_a_takeover_is_of_the_flows_partitions(tmp_path: Path) -> None:
+    mm2 = FakeMm2({("t", 0): 12, ("other", 0): 5, ("t", 9): 1})
+    planned = Planned(tmp_path, _flow(), FakeAdmin({"t": 2}), mm2)
+    assert planned.planner.takeover_positions({"t": 2}) == {("t", 0): 12}
+    assert planned.planner.takeover_positions({"u": 1}) is None

@@ -117,6 +117,8 @@ class FakeRunner:
         self.offset_syncs = FakeOffsetSyncs(self.log, flow.name)
         self.target_offsets = None
         self.failed = None
+        self.kept = None
+        self.lease = None
 
     def save_ranges(self) -> None:
         self.log(f"{self.flow.name} ranges saved")

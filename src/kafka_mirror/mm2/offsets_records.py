@@ -2,6 +2,13 @@
 
 What a MirrorSourceConnector worker writes to (and looks up in) its offsets topic, byte for byte:
 see :mod:`kafka_mirror.control.mm2_positions` for the facts from Kafka's sources this follows.
+
+kafka-mirror keeps its own positions in the same records (:mod:`kafka_mirror.state.kept_positions`),
+with two more fields beside ``offset``: the target partition's end offset right after the record at
+``offset`` was written (``kafka-mirror.target.end``) and the source topic's ID
+(``kafka-mirror.topic.id``). Connect accepts extra fields of primitive types in an offset
+(``OffsetUtils.validateFormat``) and MM2 reads ``offset`` alone (``MirrorUtils.unwrapOffset``), so
+MM2 resumes from these records as from its own.
 """
 
 from __future__ import annotations
@@ -15,11 +22,15 @@ from kafka_mirror.errors import ConfigError
 __all__ = [
     "DEFAULT_OFFSETS_PARTITIONS",
     "MM2_SOURCE_CONNECTOR",
+    "TARGET_END_FIELD",
+    "TOPIC_ID_FIELD",
     "is_int",
+    "kept_value",
     "mm2_offsets_topic",
     "mm2_source_key",
     "mm2_source_value",
     "mm2_worker_group",
+    "parse_kept_value",
     "parse_source_key",
     "parse_stored_offset",
 ]
@@ -121,6 +132,35 @@ def mm2_source_value(next_offset: int) -> bytes:
     if not 1 <= next_offset <= _JAVA_LONG_MAX:
         raise ValueError(f"position {next_offset} out of range (1 .. 2^63-1)")
     return b'{"offset":%d}' % (next_offset - 1)
+
+
+TARGET_END_FIELD = "kafka-mirror.target.end"
+TOPIC_ID_FIELD = "kafka-mirror.topic.id"
+
+
+def kept_value(next_offset: int, target_end: int, topic_id: str | None) -> bytes:
+    """The value kafka-mirror keeps for a position: MM2's ``{"offset": next - 1}`` with the
+    target's end offset after it and the source topic's ID (when known)."""
+    if not 1 <= next_offset <= _JAVA_LONG_MAX:
+        raise ValueError(f"position {next_offset} out of range (1 .. 2^63-1)")
+    if not 0 <= target_end <= _JAVA_LONG_MAX:
+        raise ValueError(f"target end {target_end} out of range (0 .. 2^63-1)")
+    value: dict[str, int | str] = {"offset": next_offset - 1, TARGET_END_FIELD: target_end}
+    if topic_id:
+        value[TOPIC_ID_FIELD] = topic_id
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def parse_kept_value(value: bytes) -> tuple[int, int | None, str | None] | None:
+    """``(next offset, target end, topic ID)`` of a stored value; the last two are None in a
+    value MM2 wrote itself. None for a value of no known shape or no position (negative)."""
+    stored = parse_stored_offset(value)
+    if stored is None or stored < 0:
+        return None
+    parsed = json.loads(value.decode("utf-8"))
+    end, topic_id = parsed.get(TARGET_END_FIELD), parsed.get(TOPIC_ID_FIELD)
+    return (stored + 1, int(end) if is_int(end) and end >= 0 else None,
+            topic_id if isinstance(topic_id, str) and topic_id else None)
 
 
 def is_int(value: object) -> TypeGuard[int]:

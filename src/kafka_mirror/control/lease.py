@@ -1,0 +1,410 @@
+"""One writer per flow: a lease held in Kafka, on the flow's target cluster.
+
+Every instance given a flow (several hosts, or several processes on one host) takes part. The
+lease is a record per flow (key: the flow's name) in the compacted topic ``kafka-mirror.leases``
+on the target, written in a Kafka transaction by a producer whose ``transactional.id`` is the
+flow's (``kafka-mirror.lease.<source>_to_<target>``):
+
+- The holder renews it every ``lease / 4``. A batch is written only while the last renewal began
+  less than ``0.8 x lease`` ago (:meth:`FlowLease.held`), so a holder that paused (SIGSTOP, a long
+  GC, a cut network) stops writing before anyone may take over.
+- Another instance (a standby) watches the topic and takes the lease when it saw no renewal for a
+  whole ``lease`` (or the holder released it at its stop: at once). Taking it starts with
+  ``initTransactions`` of the flow's ``transactional.id``: the broker bumps the producer epoch,
+  so the previous holder's next renewal fails as fenced and it knows it lost the lease, even if
+  it was paused past it and never saw the takeover (a zombie).
+- Two standbys claiming at once: the one whose ``initTransactions`` came last fences the other,
+  whose commit fails; exactly one holds it.
+
+A holder's record: ``{"holder": "<host>:<pid>:<id>", "epoch": n, "held": true}``; released:
+``"held": false``. ``epoch`` counts the takeovers (for status and metrics; the fence is the
+producer epoch). Needs, on the target, WRITE and DESCRIBE on the topic and on the transactional
+IDs ``kafka-mirror.lease.*`` (and CREATE on the topic, or create it beforehand: compacted, one
+partition).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from kafka_mirror.config.model import ClusterSpec
+from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.clients import control_consumer_config, control_producer_config
+
+log = logging.getLogger(__name__)
+
+LEASE_TOPIC = "kafka-mirror.leases"
+ACTIVE, STANDBY = "active", "standby"
+# a holder writes while its last renewal began less than this share of the lease ago
+HELD_SHARE = 0.8
+
+
+def holder_id() -> str:
+    """This process's name in lease records: host, PID and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    holder: str
+    epoch: int
+    held: bool
+
+    def encode(self) -> bytes:
+        return json.dumps({"holder": self.holder, "epoch": self.epoch, "held": self.held},
+                          separators=(",", ":")).encode("utf-8")
+
+    @staticmethod
+    def decode(value: bytes | None) -> LeaseRecord | None:
+        if value is None:
+            return None
+        try:
+            data = json.loads(value.decode("utf-8"))
+            return LeaseRecord(str(data["holder"]), int(data["epoch"]), bool(data["held"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+class FlowLease:
+    """The lease of one flow, kept by a thread of its own: ``held()`` tells whether this
+    instance may write the flow now; ``on_change`` is called (on that thread) when it is
+    taken or lost."""
+
+    def __init__(
+        self,
+        flow_name: str,
+        transactional_id: str,
+        target: ClusterSpec,
+        admin: ClusterAdmin,
+        lease_ms: int,
+        on_change: Callable[[], None] = lambda: None,
+        *,
+        holder: str | None = None,
+        topic: str = LEASE_TOPIC,
+        producer_factory: Callable[[dict[str, Any]], Any] = Producer,
+        consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.flow_name = flow_name
+        self.key = flow_name.encode("utf-8")
+        self.transactional_id = transactional_id
+        self.target = target
+        self.admin = admin
+        self.lease = lease_ms / 1000.0
+        self.renew_every = self.lease / 4
+        self.on_change = on_change
+        self.holder = holder or holder_id()
+        self.topic = topic
+        self._producer_factory = producer_factory
+        self._consumer_factory = consumer_factory
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._renewed = threading.Event()  # a renewal (or a loss) since a batch began to wait
+        self._failing = False  # renewals (or claims) fail: reported once until one succeeds
+        self._thread: threading.Thread | None = None
+        self._producer: Any = None
+        self._consumer: Any = None
+        # what the topic says: the last record of this flow, and when it was seen
+        self.last: LeaseRecord | None = None
+        self._seen_at = clock()
+        # this instance: active since it took the lease; the start of its last renewal
+        self._active = False
+        self._renewed_at = float("-inf")
+        self.epoch = 0
+        self.taken_at: float | None = None
+
+    # ------------------------------------------------------------------ what the flow asks
+
+    def held(self) -> bool:
+        """This instance holds the lease and renewed it recently enough to write a batch."""
+        with self._lock:
+            return self._active and self._clock() - self._renewed_at < HELD_SHARE * self.lease
+
+    @property
+    def holds(self) -> bool:
+        """This instance took the lease and did not lose it (its last renewal may be late)."""
+        return self._active
+
+    def wait_held(self) -> bool:
+        """Before a batch: :meth:`held`, once a late renewal came (a busy machine), or False
+        when the lease is lost or still not renewed within a lease."""
+        deadline = self._clock() + self.lease
+        while self._active and not self.held() and self._clock() < deadline:
+            self._renewed.wait(0.05)
+        return self.held()
+
+    @property
+    def role(self) -> str:
+        return ACTIVE if self.held() else STANDBY
+
+    def describe(self) -> dict[str, Any]:
+        """Role, epoch, holder (for status and metrics)."""
+        with self._lock:
+            last = self.last
+            age = self._clock() - self._renewed_at if self._active else None
+        return {
+            "role": self.role,
+            "epoch": last.epoch if last else 0,
+            "holder": last.holder if last and last.held else None,
+            "this_instance": self.holder,
+            "renewed_seconds_ago": None if age is None else round(age, 1),
+        }
+
+    # ------------------------------------------------------------------ life
+
+    def start(self) -> FlowLease:
+        """Read where the lease stands, take it when it is free, then keep it (or watch it) on
+        a thread of its own."""
+        try:
+            self._set_up()
+        except Exception as exc:  # the thread tries again; the flow stands by meanwhile
+            log.warning("flow %s: the lease in %s on cluster '%s' is not known yet (%s); "
+                        "trying again", self.flow_name, self.topic, self.target.alias,
+                        (str(exc).splitlines() or [""])[0])
+        self._thread = threading.Thread(target=self._run, name=f"lease {self.flow_name}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _set_up(self) -> None:
+        """The topic, the watching consumer, where the lease stands; taken when free."""
+        if self._consumer is None:
+            self.admin.ensure_compacted_topic(self.topic)
+            consumer = self._consumer_factory(
+                {**control_consumer_config(self.target), "isolation.level": "read_committed"})
+            consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+            self._consumer = consumer
+            try:
+                self._catch_up()
+            except Exception:
+                self._consumer = None
+                consumer.close()
+                raise
+        if self._free():
+            self._claim()
+
+    def release(self) -> None:
+        """At a clean stop, once the flow writes no more: hand the lease over at once."""
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.lease)
+        with self._lock:
+            active, self._active = self._active, False
+        if active and self._producer is not None:
+            try:
+                self._write(LeaseRecord(self.holder, self.epoch, False))
+                log.info("flow %s: lease released (epoch %d)", self.flow_name, self.epoch)
+            except KafkaException as exc:
+                log.warning("flow %s: the lease was not released (%s); another instance takes "
+                            "it over once it lapses", self.flow_name, _reason(exc))
+        self.close()
+
+    def close(self) -> None:
+        self._closing.set()
+        for client in (self._consumer, self._producer):
+            try:
+                if client is self._consumer and client is not None:
+                    client.close()
+                elif client is not None:
+                    client.flush(1)
+            except Exception as exc:  # closing: nothing depends on it
+                log.debug("flow %s: lease client not closed cleanly: %s", self.flow_name, exc)
+        self._consumer = self._producer = None
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            try:
+                if self._consumer is None:
+                    self._closing.wait(self.renew_every)
+                    self._set_up()
+                    continue
+                self._watch(self.renew_every)
+                if self._closing.is_set():
+                    return
+                if self._active:
+                    taken = self.last
+                    if taken is not None and taken.held and taken.holder != self.holder:
+                        self._lose(f"{taken.holder} took it (epoch {taken.epoch})")
+                    elif self._clock() - self._renewed_at >= self.renew_every:
+                        self._renew()
+                elif self._free():
+                    self._claim()
+            except Exception as exc:  # a defect or an unexpected client error: go on
+                log.warning("flow %s: lease upkeep failed: %s", self.flow_name, exc)
+                self._closing.wait(self.renew_every)
+
+    def _watch(self, timeout: float) -> None:
+        """Records of the lease topic that arrived, for up to ``timeout`` seconds."""
+        deadline = self._clock() + timeout
+        while not self._closing.is_set():
+            message = self._consumer.poll(max(0.0, min(deadline - self._clock(), 0.5)))
+            if message is None or message.error() is not None:
+                if self._clock() >= deadline:
+                    return
+                continue
+            if message.key() == self.key:
+                self._saw(LeaseRecord.decode(message.value()))
+                return  # acted on at once (a release, a takeover)
+
+    def _saw(self, record: LeaseRecord | None) -> None:
+        with self._lock:
+            self.last, self._seen_at = record, self._clock()
+
+    def _free(self) -> bool:
+        """Whether this standby may take the lease: never held, released, or not renewed by
+        its holder for a whole lease."""
+        last = self.last
+        if last is None or not last.held or last.holder == self.holder:
+            return True
+        return self._clock() - self._seen_at >= self.lease
+
+    def _claim(self) -> None:
+        previous = self.last
+        began = self._clock()
+        try:
+            self._producer = self._producer or self._new_producer()
+            self._producer.init_transactions(self.lease)  # fences the previous holder
+            epoch = (previous.epoch if previous else 0) + 1
+            self._write(LeaseRecord(self.holder, epoch, True))
+        except KafkaException as exc:
+            self._drop_producer()
+            if not self._failing:
+                self._failing = True
+                log.info("flow %s: lease not taken (%s); watching it", self.flow_name,
+                         _reason(exc))
+            return
+        self._failing = False
+        with self._lock:
+            self._active, self._renewed_at, self.epoch = True, began, epoch
+            self.taken_at = self._clock()
+        was = f"; was held by {previous.holder}" if previous and previous.held else ""
+        log.info("flow %s: lease taken (epoch %d%s): this instance writes the flow",
+                 self.flow_name, epoch, was)
+        self.on_change()
+
+    def _renew(self) -> None:
+        """Renew the lease. A renewal that fails without a fence (the cluster unreachable, a
+        timeout) leaves a producer librdkafka allows no new transaction on: the next renewal
+        starts a new one (``initTransactions`` again), as long as no standby may have taken
+        the lease meanwhile (less than ``HELD_SHARE`` of a lease since the last renewal);
+        past that, the lease is given up and taken again only when free."""
+        began = self._clock()
+        try:
+            if began - self._renewed_at >= HELD_SHARE * self.lease:
+                self._lose(f"not renewed for {HELD_SHARE * self.lease:.1f} s", taken=False)
+                return
+            if self._producer is None:
+                self._producer = self._new_producer()
+                self._producer.init_transactions(self.lease / 2)
+            self._write(LeaseRecord(self.holder, self.epoch, True))
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            fenced = isinstance(error, KafkaError) and (error.fatal() or error.code() in (
+                KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                KafkaError.INVALID_PRODUCER_EPOCH))
+            if fenced:
+                self._lose(_reason(exc))
+                return
+            self._drop_producer()
+            if not self._failing:
+                self._failing = True
+                log.warning("flow %s: lease not renewed (%s); writing pauses when it is %.1f s "
+                            "old", self.flow_name, _reason(exc), HELD_SHARE * self.lease)
+            return
+        with self._lock:
+            self._renewed_at = began
+        if self._failing:
+            self._failing = False
+            log.info("flow %s: lease renewed again", self.flow_name)
+        self._renewed.set()
+        self._renewed.clear()
+
+    def _lose(self, why: str, taken: bool = True) -> None:
+        self._drop_producer()
+        with self._lock:
+            self._active = False
+        self._failing = False
+        if taken:
+            log.warning("flow %s: lease lost: another instance took the flow over (%s); this "
+                        "instance stops writing it and stands by", self.flow_name, why)
+        else:
+            log.warning("flow %s: lease given up (%s): this instance stops writing the flow and "
+                        "takes the lease again once it is free", self.flow_name, why)
+        self.on_change()
+
+    # ------------------------------------------------------------------ clients
+
+    def _write(self, record: LeaseRecord) -> None:
+        producer = self._producer
+        producer.begin_transaction()
+        try:
+            producer.produce(self.topic, key=self.key, value=record.encode(), partition=0)
+            producer.commit_transaction(self.lease / 2)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.txn_requires_abort():
+                with contextlib.suppress(KafkaException):
+                    producer.abort_transaction(self.lease / 2)
+            raise
+
+    def _new_producer(self) -> Any:
+        conf = control_producer_config(self.target)
+        conf.update({"transactional.id": self.transactional_id,
+                     "transaction.timeout.ms": max(int(self.lease * 1000), 1000)})
+        return self._producer_factory(conf)
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.flush(0)
+            except Exception as exc:  # a fenced producer: nothing to deliver
+                log.debug("flow %s: %s", self.flow_name, exc)
+
+    def _catch_up(self) -> None:
+        """Read the topic to its end: where the lease stands. A holder found there has a whole
+        lease from now to renew it."""
+        _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0),
+                                                       timeout=self.lease * 2)
+        deadline = self._clock() + self.lease * 2
+        position = 0
+        while position < high and self._clock() < deadline:
+            message = self._consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            position = message.offset() + 1
+            if message.key() == self.key:
+                self._saw(LeaseRecord.decode(message.value()))
+        with self._lock:
+            self._seen_at = self._clock()
+
+def _reason(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)

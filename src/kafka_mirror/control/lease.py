@@ -56,6 +56,9 @@ LEASE_TOPIC = "kafka-mirror.leases"
 ACTIVE, STANDBY = "active", "standby"
 # a holder writes while its last renewal began less than this share of the lease ago
 HELD_SHARE = 0.8
+_DENIED = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                     KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                     KafkaError.CLUSTER_AUTHORIZATION_FAILED})
 
 
 def holder_id() -> str:
@@ -292,8 +295,17 @@ class FlowLease:
             self._drop_producer()
             if not self._failing:
                 self._failing = True
-                log.info("flow %s: lease not taken (%s); watching it", self.flow_name,
-                         _reason(exc))
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() in _DENIED:
+                    log.warning(
+                        "flow %s: lease not taken (%s): this instance does not mirror the flow "
+                        "until cluster '%s' allows its principal WRITE and DESCRIBE on the topic "
+                        "%s and on the transactional ID %s (or mirror.lease.ms = 0 turns the "
+                        "lease off)", self.flow_name, _reason(exc), self.target.alias,
+                        self.topic, self.transactional_id)
+                else:
+                    log.info("flow %s: lease not taken (%s); watching it", self.flow_name,
+                             _reason(exc))
             return
         self._failing = False
         with self._lock:

@@ -229,3 +229,23 @@ def test_a_renewal_that_times_out_starts_a_new_transaction_or_gives_the_lease_up
     assert a._free()  # its own record: taken again at once
     a._claim()
     assert a.held()
+
+
+def test_a_lease_the_cluster_refuses_names_the_acls(caplog: pytest.LogCaptureFixture) -> None:
+    cluster, clock = Cluster(), Clock()
+    lease = _lease(cluster, clock, "a")
+
+    def refused(conf: dict[str, Any]) -> FakeProducer:
+        producer = FakeProducer(cluster, conf)
+
+        def init(timeout: float) -> None:
+            raise KafkaException(KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                            "Transactional Id authorization failed"))
+        producer.init_transactions = init  # type: ignore[method-assign]
+        return producer
+
+    lease._producer_factory = refused
+    _start(lease)
+    assert not lease.held()
+    assert "allows its principal WRITE and DESCRIBE on the topic kafka-mirror.leases and on the " \
+        "transactional ID kafka-mirror.lease.A_to_B" in caplog.text

@@ -1,7 +1,7 @@
 """Batches cut short on purpose, and what the exactly-once tests check after them: a transactional
 source with offset gaps, a destination that throttles the mirror's producer (so that the target
 holds part of a batch Spark never committed), restarts until every record is across, and the
-checks that each record is there once (test_exactly_once.py, test_kept_positions.py)."""
+checks that each record is there once (test_exactly_once.py, test_host_loss.py)."""
 
 from __future__ import annotations
 

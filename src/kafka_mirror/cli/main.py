@@ -281,6 +281,41 @@ def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
         if syncs.heartbeats_replication else
         "  heartbeats topics: mirrored only when 'topics' selects them"
     )
+    return lines + _describe_state(config, flow)
+
+
+def _describe_state(config: MirrorConfig, flow: FlowSpec) -> list[str]:
+    """What check-config says of where a flow's state lives, and who writes the flow."""
+    from kafka_mirror.mm2.offsets_records import mm2_offsets_topic
+    from kafka_mirror.runtime.exactly_once_restart import producer_keeps_prefix
+
+    target = flow.target.alias
+    if flow.realtime:
+        why = "real-time mode"
+    elif not flow.positions_in_kafka:
+        why = "mirror.positions.in.kafka = false"
+    elif not flow.exactly_once_target or not producer_keeps_prefix(flow):
+        why = "they serve exactly-once restarts, which are off"
+    else:
+        why = ""
+    topic = mm2_offsets_topic(config.raw, flow.source.alias, target)
+    lines = [
+        f"  positions: in the state dir only ({why})" if why else
+        f"  positions: kept in Kafka, {topic} on {target} (MirrorMaker 2's format), at most "
+        f"every {flow.positions_interval_ms} ms; the state dir caches them"
+    ]
+    if flow.realtime or flow.lease_ms == 0:
+        lines.append(
+            "  writer: every instance given the flow writes it ("
+            + ("real-time mode has no lease" if flow.realtime else "mirror.lease.ms = 0")
+            + "): run it on one host only")
+    else:
+        lines.append(
+            f"  writer: one instance at a time, elected by its lease in kafka-mirror.leases on "
+            f"{target} (mirror.lease.ms = {flow.lease_ms}); the others stand by")
+    state_dir = config.state_dir or DEFAULT_STATE_DIR
+    lines.append(f"  state dir: {state_dir / flow.path_name} (Spark's checkpoints, offset "
+                 "translation ranges, topic IDs, source leader epochs)")
     return lines
 
 

@@ -85,6 +85,26 @@ def render(document: dict[str, Any]) -> str:
             f"{_age(flow.get('last_batch_age_seconds'))}, {flow.get('rate', 0.0):.0f} records/s; "
             f"{flow.get('restarts', 0)} restarts, {flow.get('errors', 0)} errors"
         )
+        lines.append(_lease_line(flow))
         if flow.get("last_error"):
             lines.append(f"  last error: {flow['last_error']}")
     return "\n".join(lines)
+
+
+def _lease_line(flow: dict[str, Any]) -> str:
+    """This instance's role, the flow's lease and its members."""
+    role = flow.get("role", "active")
+    lease = flow.get("lease")
+    if not lease:
+        return f"  role: {role} (no lease: mirror.lease.ms = 0, every instance writes the flow)"
+    holder = lease.get("holder")
+    held = (f"held by {'this instance' if holder == lease.get('this_instance') else holder}"
+            if holder else "held by no instance")
+    line = (f"  role: {role}; lease epoch {lease.get('epoch')}, {held}, renewed "
+            f"{lease.get('lease_age_seconds', 0):.0f} s ago; members: "
+            f"{', '.join(lease.get('members_live') or []) or 'none'}")
+    lost = lease.get("members_lost") or {}
+    if lost:
+        line += "; LOST (no clean stop): " + ", ".join(
+            f"{member} (unseen {seconds:.0f} s)" for member, seconds in lost.items())
+    return line

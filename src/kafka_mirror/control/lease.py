@@ -18,8 +18,17 @@ flow's (``kafka-mirror.lease.<source>_to_<target>``):
 
 A holder's record: ``{"holder": "<host>:<pid>:<id>", "epoch": n, "held": true}``; released:
 ``"held": false``. ``epoch`` counts the takeovers (for status and metrics; the fence is the
-producer epoch). Needs, on the target, WRITE and DESCRIBE on the topic and on the transactional
-IDs ``kafka-mirror.lease.*`` (and CREATE on the topic, or create it beforehand: compacted, one
+producer epoch).
+
+Every instance also says it takes part: a record keyed ``<flow>#member#<member>`` (``member``:
+its host and state dir, the same across its restarts) every lease, outside transactions, and a
+tombstone at a clean stop. An instance seen within :data:`LIVE_LEASES` leases is live; one
+unseen since, without a clean stop (a host lost, kill -9), is lost for a day
+(:data:`LOST_FOR_SECONDS`), after which it counts as gone: status, metrics and the alert on a
+flow that lost its standby read them.
+
+Needs, on the target, WRITE and DESCRIBE on the topic and on the transactional IDs
+``kafka-mirror.lease.*`` (and CREATE on the topic, or create it beforehand: compacted, one
 partition).
 """
 
@@ -39,6 +48,7 @@ from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
     KafkaException,
@@ -56,6 +66,10 @@ LEASE_TOPIC = "kafka-mirror.leases"
 ACTIVE, STANDBY = "active", "standby"
 # a holder writes while its last renewal began less than this share of the lease ago
 HELD_SHARE = 0.8
+# a member is live while seen within this many leases; lost (not stopped cleanly) for a day
+LIVE_LEASES = 3
+LOST_FOR_SECONDS = 86_400.0
+MEMBER_MARK = "#member#"
 _DENIED = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                      KafkaError.TOPIC_AUTHORIZATION_FAILED,
                      KafkaError.CLUSTER_AUTHORIZATION_FAILED})
@@ -64,6 +78,12 @@ _DENIED = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 def holder_id() -> str:
     """This process's name in lease records: host, PID and a random part."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def member_id(state_dir: str) -> str:
+    """An instance's name among a flow's members: its host and state dir (kept across its
+    restarts, unlike its holder name)."""
+    return f"{socket.gethostname()}:{state_dir}"
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,8 @@ class FlowLease:
         producer_factory: Callable[[dict[str, Any]], Any] = Producer,
         consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        member: str | None = None,
     ) -> None:
         self.flow_name = flow_name
         self.key = flow_name.encode("utf-8")
@@ -120,6 +142,13 @@ class FlowLease:
         self._producer_factory = producer_factory
         self._consumer_factory = consumer_factory
         self._clock = clock
+        self._wall = wall
+        self.member = member or self.holder
+        self._member_prefix = f"{flow_name}{MEMBER_MARK}".encode()
+        self._member_key = self._member_prefix + self.member.encode("utf-8")
+        self._members: dict[str, float] = {}  # member -> wall clock it was last seen at
+        self._announced_at = float("-inf")
+        self._announcer: Any = None
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._renewed = threading.Event()  # a renewal (or a loss) since a batch began to wait
@@ -161,16 +190,27 @@ class FlowLease:
         return ACTIVE if self.held() else STANDBY
 
     def describe(self) -> dict[str, Any]:
-        """Role, epoch, holder (for status and metrics)."""
+        """Role, epoch, holder, the lease's age and the flow's members (status, metrics)."""
+        role = self.role
         with self._lock:
             last = self.last
-            age = self._clock() - self._renewed_at if self._active else None
+            # since the holder's last renewal as this instance knows it: its own, or the last
+            # record of the lease it saw
+            age = self._clock() - (self._renewed_at if self._active else self._seen_at)
+            now = self._wall()
+            seen = {self.member: now, **self._members}
+        live = sorted(m for m, at in seen.items() if now - at <= LIVE_LEASES * self.lease)
+        lost = {m: round(now - at, 1) for m, at in sorted(seen.items())
+                if LIVE_LEASES * self.lease < now - at <= LOST_FOR_SECONDS}
         return {
-            "role": self.role,
+            "role": role,
             "epoch": last.epoch if last else 0,
             "holder": last.holder if last and last.held else None,
             "this_instance": self.holder,
-            "renewed_seconds_ago": None if age is None else round(age, 1),
+            "member": self.member,
+            "lease_age_seconds": round(max(age, 0.0), 1),
+            "members_live": live,
+            "members_lost": lost,
         }
 
     # ------------------------------------------------------------------ life
@@ -220,11 +260,12 @@ class FlowLease:
             except KafkaException as exc:
                 log.warning("flow %s: the lease was not released (%s); another instance takes "
                             "it over once it lapses", self.flow_name, _reason(exc))
+        self._announce(leaving=True)
         self.close()
 
     def close(self) -> None:
         self._closing.set()
-        for client in (self._consumer, self._producer):
+        for client in (self._consumer, self._producer, self._announcer):
             try:
                 if client is self._consumer and client is not None:
                     client.close()
@@ -232,7 +273,7 @@ class FlowLease:
                     client.flush(1)
             except Exception as exc:  # closing: nothing depends on it
                 log.debug("flow %s: lease client not closed cleanly: %s", self.flow_name, exc)
-        self._consumer = self._producer = None
+        self._consumer = self._producer = self._announcer = None
 
     # ------------------------------------------------------------------ the thread
 
@@ -246,6 +287,8 @@ class FlowLease:
                 self._watch(self.renew_every)
                 if self._closing.is_set():
                     return
+                if self._clock() - self._announced_at >= self.lease:
+                    self._announce()
                 if self._active:
                     taken = self.last
                     if taken is not None and taken.held and taken.holder != self.holder:
@@ -270,10 +313,41 @@ class FlowLease:
             if message.key() == self.key:
                 self._saw(LeaseRecord.decode(message.value()))
                 return  # acted on at once (a release, a takeover)
+            self._saw_member(message.key(), message.value(), self._wall())
 
     def _saw(self, record: LeaseRecord | None) -> None:
         with self._lock:
             self.last, self._seen_at = record, self._clock()
+
+    def _saw_member(self, key: bytes | None, value: bytes | None, at: float) -> None:
+        """A member's record (``at``: when it was written, or seen) or tombstone (a clean
+        stop); this instance's own are not counted (it is live while it runs)."""
+        if key is None or not key.startswith(self._member_prefix) or key == self._member_key:
+            return
+        member = key[len(self._member_prefix):].decode("utf-8", "replace")
+        with self._lock:
+            if value is None:
+                self._members.pop(member, None)
+            else:
+                self._members[member] = max(at, self._members.get(member, at))
+
+    def _announce(self, leaving: bool = False) -> None:
+        """This instance takes part (every lease), or left (a clean stop: a tombstone). A
+        failure is retried at the next lease: presence only feeds status and alerts."""
+        self._announced_at = self._clock()
+        try:
+            if self._announcer is None:
+                if leaving:
+                    return  # never announced: nothing to take back
+                self._announcer = self._producer_factory(control_producer_config(self.target))
+            value = None if leaving else json.dumps(
+                {"member": self.member, "holder": self.holder}, separators=(",", ":")).encode()
+            self._announcer.produce(self.topic, key=self._member_key, value=value, partition=0)
+            self._announcer.poll(0)
+            if leaving:
+                self._announcer.flush(self.lease / 2)
+        except Exception as exc:  # BufferError, KafkaException: the next lease tries again
+            log.debug("flow %s: membership not written: %s", self.flow_name, exc)
 
     def _free(self) -> bool:
         """Whether this standby may take the lease: never held, released, or not renewed by
@@ -414,6 +488,11 @@ class FlowLease:
             position = message.offset() + 1
             if message.key() == self.key:
                 self._saw(LeaseRecord.decode(message.value()))
+            else:
+                kind, stamp = message.timestamp()
+                self._saw_member(message.key(), message.value(),
+                                 stamp / 1000.0 if kind != TIMESTAMP_NOT_AVAILABLE else
+                                 self._wall())
         with self._lock:
             self._seen_at = self._clock()
 

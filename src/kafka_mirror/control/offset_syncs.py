@@ -19,8 +19,13 @@ from collections.abc import Callable, Mapping
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.internal_topics import InternalTopicError, InternalTopicWriter
-from kafka_mirror.mm2.records import OffsetSync
+from kafka_mirror.kafka.internal_topics import (
+    InternalRecord,
+    InternalTopicError,
+    InternalTopicReader,
+    InternalTopicWriter,
+)
+from kafka_mirror.mm2.records import OffsetSync, RecordFormatError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +35,38 @@ def offset_syncs_location(flow: FlowSpec) -> tuple[ClusterSpec, str]:
     if flow.syncs.offset_syncs_location == "target":
         return flow.target, flow.policy.offset_syncs_topic(flow.source.alias)
     return flow.source, flow.policy.offset_syncs_topic(flow.target.alias)
+
+
+# a new writer reads at most this many of the newest offset syncs (the newest records of a
+# partition are where its consumer groups usually are)
+SYNCS_TAIL = 200_000
+
+
+class OffsetSyncsReader:
+    """The newest offset syncs of the flow's topic (:data:`SYNCS_TAIL` at most), per source
+    partition in log order: what a new writer rebuilds its offset translation from."""
+
+    def __init__(self, flow: FlowSpec, tail: int = SYNCS_TAIL) -> None:
+        cluster, topic = offset_syncs_location(flow)
+        self.where = f"{topic} on cluster '{cluster.alias}'"
+        self.reader = InternalTopicReader(cluster, topic, label=f"flow {flow.name}: reading",
+                                          tail=tail)
+
+    def __call__(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        out: dict[tuple[str, int], list[tuple[int, int]]] = {}
+
+        def keep(record: InternalRecord) -> None:
+            if record.value is None:
+                return
+            try:
+                sync = OffsetSync.decode(record.key, record.value)
+            except RecordFormatError:
+                return  # not a sync (another tool's record): nothing to learn from it
+            out.setdefault((sync.topic, sync.partition), []).append(
+                (sync.upstream_offset, sync.offset))
+
+        self.reader.read_to_end(keep)
+        return out
 
 
 class OffsetSyncWriter:

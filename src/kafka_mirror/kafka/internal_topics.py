@@ -104,15 +104,18 @@ class InternalTopicReader:
         label: str = "reading",
         timeout: float = DEFAULT_TIMEOUT,
         partitions: Sequence[int] | None = None,
+        tail: int | None = None,
         consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
     ) -> None:
         """``label`` starts error messages (e.g. ``reading MM2's offsets topic``);
-        ``partitions`` limits the read to these (default: every partition)."""
+        ``partitions`` limits the read to these (default: every partition); ``tail``, to the
+        last so many offsets of each (default: from its start)."""
         self.cluster = cluster
         self.topic = topic
         self.label = label
         self.timeout = timeout
         self.partitions = partitions
+        self.tail = tail
         self._consumer_factory = consumer_factory
 
     def _error(self, reason: str) -> InternalTopicError:
@@ -156,15 +159,20 @@ class InternalTopicReader:
         if described is None or described.error is not None:
             return None
         wanted = sorted(described.partitions) if self.partitions is None else self.partitions
-        tracker = EndTracker({
+        marks = {
             p: consumer.get_watermark_offsets(
                 TopicPartition(self.topic, p), timeout=self.timeout, cached=False
             )
             for p in wanted
-        })
-        consumer.assign(
-            [TopicPartition(self.topic, p, _OFFSET_BEGINNING) for p in sorted(tracker.pending)]
-        )
+        }
+        if self.tail is not None:
+            marks = {p: (max(low, high - self.tail), high) for p, (low, high) in marks.items()}
+        tracker = EndTracker(marks)
+        consumer.assign([
+            TopicPartition(self.topic, p,
+                           _OFFSET_BEGINNING if self.tail is None else marks[p][0])
+            for p in sorted(tracker.pending)
+        ])
         return tracker
 
     def _consume(

@@ -39,6 +39,8 @@ from kafka_mirror.observability.latency import (
 )
 
 FLOW_STATES = ("starting", "running", "restarting", "retrying", "failed", "standby")
+# this instance's part in a flow: it writes it (holds its lease, or the flow has none), or not
+FLOW_ROLES = ("active", "standby")
 RESTART_REASONS = ("topics_changed", "topic_recreated", "record_size", "failure")
 ERROR_KINDS = ("unreachable", "authorization", "record_rejected", "data_loss", "other")
 PARTITION_LABELS = (*FLOW_LABELS, "topic", "partition")
@@ -62,6 +64,10 @@ class FlowHealth:
     errors: int = 0
     last_error: str | None = None
     rate: float = 0.0
+    role: str = "active"
+    # the flow's lease (None: mirror.lease.ms = 0): epoch, holder, lease_age_seconds,
+    # members_live, members_lost (kafka_mirror.control.lease.FlowLease.describe)
+    lease: dict[str, Any] | None = None
 
 
 class MirrorMetrics:
@@ -122,6 +128,22 @@ class MirrorMetrics:
             FLOW_LABELS, registry=r)
         self.state = Gauge("kafka_mirror_flow_state", "1 for the state the flow is in",
                            (*FLOW_LABELS, "state"), registry=r)
+        # one writer per flow (mirror.lease.ms): this instance's role, and the lease as seen here
+        self.role = Gauge("kafka_mirror_flow_role",
+                          "1 for this instance's role in the flow: active (it writes the flow: "
+                          "it holds the flow's lease, or the flow has none) or standby",
+                          (*FLOW_LABELS, "role"), registry=r)
+        self.lease_epoch = Gauge("kafka_mirror_flow_lease_epoch",
+                                 "The epoch of the flow's lease (it counts the takeovers)",
+                                 FLOW_LABELS, registry=r)
+        self.lease_age = Gauge("kafka_mirror_flow_lease_age_seconds",
+                               "Seconds since the flow's lease was last renewed, as this "
+                               "instance knows it (its own renewal when active)", FLOW_LABELS,
+                               registry=r)
+        self.members = Gauge("kafka_mirror_flow_members",
+                             "Instances taking part in the flow's lease: live (seen within 3 "
+                             "leases) or lost (unseen since, without a clean stop, for less "
+                             "than a day)", (*FLOW_LABELS, "state"), registry=r)
         # the control plane: when each output was last written (the process's start time
         # until the first), and how many groups it covers
         self.checkpoints_last = Gauge(
@@ -275,6 +297,23 @@ class MirrorMetrics:
             health.state, health.state_since = state, time.time()
         for name in FLOW_STATES:
             self.state.labels(*self.labels(flow), name).set(1 if name == state else 0)
+
+    def set_lease(self, flow: FlowSpec, lease: Mapping[str, Any] | None) -> None:
+        """This instance's role in the flow and what it knows of the flow's lease (None: the
+        flow has no lease, this instance writes it)."""
+        labels = self.labels(flow)
+        role = "active" if lease is None else str(lease["role"])
+        with self._lock:
+            health = self.health.setdefault(flow.name, FlowHealth())
+            health.role, health.lease = role, None if lease is None else dict(lease)
+        for name in FLOW_ROLES:
+            self.role.labels(*labels, name).set(1 if name == role else 0)
+        if lease is None:
+            return
+        self.lease_epoch.labels(*labels).set(lease["epoch"])
+        self.lease_age.labels(*labels).set(lease["lease_age_seconds"])
+        self.members.labels(*labels, "live").set(len(lease["members_live"]))
+        self.members.labels(*labels, "lost").set(len(lease["members_lost"]))
 
     def set_assignment(self, flow: FlowSpec, assignment: Mapping[str, int]) -> None:
         """The source partitions the flow mirrors now; the lag series of any other partition

@@ -5,7 +5,7 @@ reports unconditionally instead of asking at every turn whether metrics are want
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafka_mirror.config.model import FlowSpec, HeartbeatSpec
 from kafka_mirror.engine.batches import BatchCommitted
@@ -23,6 +23,7 @@ class Metrics(Protocol):
     def offset_syncs_written(self, flow: FlowSpec) -> None: ...
     def topics_changed(self, flow: FlowSpec, kind: str, count: int) -> None: ...
     def set_state(self, flow: FlowSpec, state: str) -> None: ...
+    def set_lease(self, flow: FlowSpec, lease: Mapping[str, Any] | None) -> None: ...
     def set_assignment(self, flow: FlowSpec, assignment: Mapping[str, int]) -> None: ...
     def skipped_at_restart(self, flow: FlowSpec, records: int, fallbacks: int) -> None: ...
     def restarted(self, flow: FlowSpec, reason: str) -> None: ...
@@ -56,6 +57,9 @@ class NullMetrics:
         pass
 
     def set_state(self, flow: FlowSpec, state: str) -> None:
+        pass
+
+    def set_lease(self, flow: FlowSpec, lease: Mapping[str, Any] | None) -> None:
         pass
 
     def set_assignment(self, flow: FlowSpec, assignment: Mapping[str, int]) -> None:

@@ -43,7 +43,13 @@ class ControlPlane:
                                        partial(self.metrics.heartbeat_delivered, spec))
             self.teardown.emitters.add(f"{spec.name} heartbeats", emitter.close)
             emitter.start()
-            self._task(f"{spec.name} heartbeats", spec.interval, emitter.beat)
+            # the pair's flows in this process: heartbeats come from the instance that writes
+            # one of them (a standby's would double the stream), from every instance otherwise
+            pair = [runner for runner in runners.values()
+                    if (runner.flow.source.alias, runner.flow.target.alias)
+                    == (spec.source.alias, spec.target.alias)]
+            self._task(f"{spec.name} heartbeats", spec.interval,
+                       _when_active(pair, emitter.beat) if pair else emitter.beat)
         return self.tasks
 
     def last_checkpoints_at_stop(self) -> None:
@@ -52,7 +58,7 @@ class ControlPlane:
         for checkpointer, runner in self.checkpointers:
             self.teardown.last_checkpoints.add(
                 f"last checkpoints of {checkpointer.flow.name}",
-                _when_active(runner, partial(_last_checkpoints, checkpointer)))
+                _when_active([runner], partial(_last_checkpoints, checkpointer)))
 
     def _task(self, name: str, interval: float, action: Callable[[], object],
               first_delay: float = 0.0) -> None:
@@ -70,7 +76,7 @@ class ControlPlane:
             self.teardown.checkpointers.add(f"{flow.name} checkpoints", checkpointer.close)
             checkpointer.start()
             self._task(f"{flow.name} checkpoints", syncs.checkpoints_interval,
-                       _when_active(runner, self._checkpoint_round(checkpointer)),
+                       _when_active([runner], self._checkpoint_round(checkpointer)),
                        syncs.checkpoints_interval)
             if syncs.refresh_groups:
                 self._task(f"{flow.name} groups", syncs.refresh_groups_interval,
@@ -78,10 +84,12 @@ class ControlPlane:
             if syncs.sync_group_offsets:
                 interval = syncs.sync_group_offsets_interval
                 self._task(f"{flow.name} group offsets", interval,
-                           _when_active(runner, self._group_sync_round(checkpointer)), interval)
+                           _when_active([runner], self._group_sync_round(checkpointer)),
+                           interval)
         if syncs.sync_topic_acls:
             acls = AclSync(flow, runner.source, runner.target)
-            self._task(f"{flow.name} ACLs", syncs.sync_topic_acls_interval, acls.run)
+            self._task(f"{flow.name} ACLs", syncs.sync_topic_acls_interval,
+                       _when_active([runner], acls.run))
 
     def _checkpoint_round(self, checkpointer: GroupCheckpointer) -> Callable[[], None]:
         """One checkpoint round, reported to the metrics when it succeeded."""
@@ -98,11 +106,13 @@ class ControlPlane:
         return sync
 
 
-def _when_active(runner: FlowRunner, action: Callable[[], None]) -> Callable[[], None]:
-    """``action`` run only while this instance writes the flow (a standby's translation ranges
-    are not the flow's: its checkpoints would be stale)."""
+def _when_active(runners: Sequence[FlowRunner], action: Callable[[], object]
+                 ) -> Callable[[], None]:
+    """``action`` run only while this instance writes one of the flows (a standby's translation
+    ranges are not the flow's: its checkpoints would be stale; its ACL syncs and heartbeats
+    would repeat the writer's)."""
     def run() -> None:
-        if runner.active:
+        if any(runner.active for runner in runners):
             action()
     return run
 

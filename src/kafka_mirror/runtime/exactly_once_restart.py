@@ -46,12 +46,17 @@ class SkipNotKnown(MirrorError):
     the source does not answer): the flow retries with backoff."""
 
 
-def keeps_prefix(flow: FlowSpec) -> bool:
+def producer_keeps_prefix(flow: FlowSpec) -> bool:
     """Whether the flow's producer leaves a prefix of a cut batch on the target (idempotence,
-    acks=all): what ``mirror.exactly.once.target`` rests on; warns when it does not."""
+    acks=all): what ``mirror.exactly.once.target`` rests on."""
     props = producer_properties(flow)
-    if props.get("enable.idempotence", "true").strip().lower() == "true" and \
-            props.get("acks", "all").strip() in ("all", "-1"):
+    return props.get("enable.idempotence", "true").strip().lower() == "true" and \
+        props.get("acks", "all").strip() in ("all", "-1")
+
+
+def keeps_prefix(flow: FlowSpec) -> bool:
+    """:func:`producer_keeps_prefix`, with a warning when it does not."""
+    if producer_keeps_prefix(flow):
         return True
     log.warning("flow %s: mirror.exactly.once.target needs the producer's enable.idempotence=true "
                 "and acks=all; without them a restart replays its last batch whole "

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror.config.model import FlowSpec
-from kafka_mirror.control.lease import FlowLease
-from kafka_mirror.control.offset_syncs import OffsetSyncWriter
+from kafka_mirror.control.lease import FlowLease, member_id
+from kafka_mirror.control.offset_syncs import OffsetSyncsReader, OffsetSyncWriter
 from kafka_mirror.control.topics import TopicSync
 from kafka_mirror.engine.acked_positions import FILE as ACKED_FILE
 from kafka_mirror.engine.acked_positions import AckedPositions
@@ -134,13 +134,14 @@ class FlowRunner:
         # one writer per flow: the lease in Kafka (micro-batch mode)
         self.lease = (
             FlowLease(flow.name, f"kafka-mirror.lease.{flow.path_name}", flow.target,
-                      self.target, flow.lease_ms)
+                      self.target, flow.lease_ms, member=member_id(str(state_root.resolve())))
             if flow.lease_ms > 0 and not flow.realtime else None
         )
         self._standing_by = False
         self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
                                     self.target_ends, self.save_ranges, dict(raw_config),
-                                    epochs=self.source_epochs, kept=self.kept)
+                                    epochs=self.source_epochs, kept=self.kept,
+                                    read_syncs=OffsetSyncsReader(flow))
         self.exactly_once = (
             ExactlyOnceRestart(flow, self.source, self.target_ends, self.hooks,
                                self.save_ranges, metrics)
@@ -317,6 +318,8 @@ class FlowRunner:
             # every batch otherwise)
             self._start_query(spark, assignment, start, checkpoint, groups,
                               recount=reason != LATE_WRITES)
+            if self.query is not None:
+                self._read_kept = False
 
     def _start_positions(self, spark: Any, assignment: dict[str, int]
                          ) -> tuple[Positions | None, bool]:
@@ -325,11 +328,10 @@ class FlowRunner:
         known = self.resume.resume_positions(self.topic_ids)
         resumed = known is not None
         # past the last committed batch (or with no local state at all): the positions kept
-        # in Kafka, whose target ends the exactly-once restart proves from. Read at the first
-        # start (the state dir may be empty, or older than Kafka's), not at every restart: this
-        # process wrote whatever is newer itself
+        # in Kafka, whose target ends the exactly-once restart proves from. Read until a query
+        # started (the state dir may be empty, or older than Kafka's), not at every restart
+        # after that: this process wrote whatever is newer itself
         if self._read_kept:
-            self._read_kept = False
             kept = self.resume.with_kept_positions(known, assignment, self.topic_ids)
             if kept is not known:
                 known, resumed = kept, True

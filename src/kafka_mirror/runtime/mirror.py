@@ -223,6 +223,8 @@ class Mirror:
     def _beat(self, runners: Mapping[str, FlowRunner], workers: FlowWorkers) -> None:
         for runner in runners.values():
             self.metrics.set_state(runner.flow, runner.phase())
+            self.metrics.set_lease(runner.flow,
+                                   None if runner.lease is None else runner.lease.describe())
         if self.status is not None and workers.healthy():
             self.status.beat()
 

@@ -5,7 +5,8 @@ records it has not mirrored yet were deleted meanwhile."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
@@ -18,7 +19,7 @@ from kafka_mirror.mm2.offsets_records import mm2_offsets_topic
 from kafka_mirror.runtime.failures import first_line
 from kafka_mirror.state.departed import DEPARTED_FILE, DepartedTopics
 from kafka_mirror.state.kept_positions import KeptPositions
-from kafka_mirror.state.offset_ranges import OffsetRanges
+from kafka_mirror.state.offset_ranges import OffsetRanges, ranges_from_syncs
 from kafka_mirror.state.source_epochs import SourceEpochs
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,19 @@ class SourceAdmin(Protocol):
     def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str] | None: ...
 
 
+class ReadOffsetSyncs(Protocol):
+    """A flow's offset syncs: per source partition, (source offset, target offset) pairs in
+    log order; ``where`` names the topic and cluster."""
+
+    where: str
+
+    def __call__(self) -> Mapping[tuple[str, int], Sequence[tuple[int, int]]]: ...
+
+
+def _on_a_thread(action: Callable[[], None]) -> None:
+    threading.Thread(target=action, name="offset translation rebuild", daemon=True).start()
+
+
 class ResumePlanner:
     """Plans where one flow's query (re)starts, from its state and its source cluster."""
 
@@ -63,8 +77,13 @@ class ResumePlanner:
         departed: DepartedTopics | None = None,
         epochs: SourceEpochs | None = None,
         kept: KeptPositions | None = None,
+        read_syncs: ReadOffsetSyncs | None = None,
+        in_background: Callable[[Callable[[], None]], None] = _on_a_thread,
     ) -> None:
         self.flow = flow
+        # the offset syncs a new writer rebuilds its offset translation from
+        self.read_syncs = read_syncs
+        self.in_background = in_background
         # the flow's positions kept in Kafka (mirror.positions.in.kafka)
         self.kept = kept
         # the source's leader epochs the flow saw (dropped with the rest of a topic's state)
@@ -175,6 +194,7 @@ class ResumePlanner:
         if not ahead:
             return known
         self.target_ends.record(ahead)
+        self._rebuild_ranges(ahead)
         where = f"{self.kept.topic} on cluster '{self.flow.target.alias}'"
         if known is None:
             log.info("flow %s: the state dir holds no committed batch: %d partitions resume "
@@ -183,6 +203,39 @@ class ResumePlanner:
             log.info("flow %s: %d partitions resume from the positions kept in %s, past the "
                      "state dir's last committed batch", self.flow.name, len(ahead), where)
         return {**(known or {}), **{tp: position for tp, (position, _) in ahead.items()}}
+
+    def _rebuild_ranges(self, ahead: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+        """Offset translation for the partitions that resume from the positions kept in Kafka:
+        the kept pairs at once, then (on a thread of its own: the start does not wait for it)
+        the offset syncs the mirrors that copied them wrote."""
+        for (topic, partition), (position, end) in ahead.items():
+            self.ranges.merge(topic, partition, ranges_from_syncs((), position, end))
+        read = self.read_syncs
+        if read is None:
+            return
+        pairs = dict(ahead)
+
+        def rebuild() -> None:
+            try:
+                syncs = read()
+            except Exception as exc:
+                log.warning("flow %s: offset syncs not read from %s (%s): offset translation "
+                            "starts at the positions kept in Kafka", self.flow.name, read.where,
+                            first_line(str(exc)))
+                return
+            rebuilt = used = 0
+            for (topic, partition), (position, end) in pairs.items():
+                facts = ranges_from_syncs(syncs.get((topic, partition), ()), position, end)
+                if len(facts) > 1:
+                    self.ranges.merge(topic, partition, facts)
+                    rebuilt, used = rebuilt + 1, used + len(facts) - 1
+            self.save_ranges()
+            log.info("flow %s: offset translation rebuilt for %d of %d partitions from %d "
+                     "offset syncs in %s (a group offset between two syncs translates to the "
+                     "record after the earlier one)", self.flow.name, rebuilt, len(pairs), used,
+                     read.where)
+
+        self.in_background(rebuild)
 
     def takeover_positions(self, assignment: Mapping[str, int] | None = None
                            ) -> Positions | None:

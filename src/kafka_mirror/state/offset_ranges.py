@@ -23,7 +23,7 @@ do not.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -117,11 +117,26 @@ class OffsetRanges:
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, int], PartitionRanges] = {}
         self._lock = threading.Lock()
+        # one save at a time (the periodic save, a restart's, the rebuild's: one file)
+        self._saving = threading.Lock()
         self.dirty = False
 
     def add(self, topic: str, partition: int, copied: CopiedRange) -> None:
         with self._lock:
             self.partitions.setdefault((topic, partition), PartitionRanges()).add(copied)
+            self.dirty = True
+
+    def merge(self, topic: str, partition: int, facts: Iterable[CopiedRange]) -> None:
+        """Add ranges known from elsewhere (offset syncs, positions kept in Kafka) to a
+        partition's, in source order (translation takes the largest of all, so a fact never
+        makes it skip)."""
+        with self._lock:
+            known = self.partitions.get((topic, partition))
+            merged = PartitionRanges()
+            for copied in sorted([*(known.ranges if known else []), *facts],
+                                 key=lambda r: (r.source_start, r.target_start, r.source_end)):
+                merged.add(copied)
+            self.partitions[(topic, partition)] = merged
             self.dirty = True
 
     def drop_topic(self, topic: str) -> None:
@@ -148,14 +163,16 @@ class OffsetRanges:
     # ---------------------------------------------------------------- persistence
     def save(self, path: Path) -> None:
         """Write atomically (a crash leaves the previous file); nothing when unchanged."""
-        if not self.dirty:
-            return
-        self.dirty = False
-        data = [
-            {"topic": topic, "partition": partition, "ranges": [asdict(r) for r in pr.ranges]}
-            for (topic, partition), pr in sorted(self.items())
-        ]
-        write_json(path, data, durable=True)
+        with self._saving:
+            if not self.dirty:
+                return
+            self.dirty = False
+            data = [
+                {"topic": topic, "partition": partition,
+                 "ranges": [asdict(r) for r in pr.ranges]}
+                for (topic, partition), pr in sorted(self.items())
+            ]
+            write_json(path, data, durable=True)
 
     @classmethod
     def load(cls, path: Path) -> OffsetRanges:
@@ -170,3 +187,29 @@ class OffsetRanges:
         loaded = read_json(path, parse, "offset translation starts again from the next "
                            "batches (checkpoints of older group offsets wait for them)")
         return loaded if loaded is not None else cls()
+
+
+def ranges_from_syncs(syncs: Sequence[tuple[int, int]], position: int, target_end: int
+                      ) -> list[CopiedRange]:
+    """What a new writer knows of a partition's earlier copies: ``syncs``, the (source offset,
+    target offset) pairs of offset syncs in log order (each a record's two places, written by
+    whichever mirror copied it), and the position kept in Kafka (``position``: every source
+    record before it is on the target below ``target_end``).
+
+    Only the syncs after the last one that went back on either side (a topic deleted and
+    created again, a rewind) count, and only those below the kept pair; each is an exact range
+    of one record (a record copied twice has two: translation takes the later copy, after which
+    every later record follows it). The
+    kept pair itself says that every record from ``position`` on lands at or after
+    ``target_end``. A group offset between two syncs translates to the record after the
+    earlier one: never past where it reads, as MirrorMaker 2's own translation."""
+    run: list[tuple[int, int]] = []
+    for upstream, downstream in syncs:
+        if run and (upstream < run[-1][0] or downstream < run[-1][1]):
+            run = []
+        if not run or (upstream, downstream) != run[-1]:
+            run.append((upstream, downstream))
+    facts = [CopiedRange(up, up + 1, down, down + 1, True) for up, down in run
+             if up < position and down < target_end]
+    facts.append(CopiedRange(position, position, target_end, target_end, False))
+    return facts

@@ -323,3 +323,31 @@ def test_class_data_sharing_keys(tmp_path: Path, capsys: pytest.CaptureFixture[s
     config.write_text(BASE, encoding="utf-8")
     assert main(["check-config", str(config)]) == 0
     assert "Spark driver class data: <state-dir>/class-data" in capsys.readouterr().out
+
+
+def _check_config(path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``kafka-mirror check-config`` prints for ``text`` (written to ``path``)."""
+    from kafka_mirror.cli.main import main
+
+    path.write_text(text, encoding="utf-8")
+    assert main(["check-config", str(path)]) == 0
+    return capsys.readouterr().out
+
+
+def test_check_config_says_where_state_lives_and_who_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "mm2.properties"
+    out = _check_config(config, BASE + "mirror.state.dir = /var/lib/km\n", capsys)
+    flow = mm2_from_text(BASE).flows[0]
+    source, target = flow.source.alias, flow.target.alias
+    assert (f"  positions: kept in Kafka, mm2-offsets.{source}.internal on {target} (MirrorMaker "
+            "2's format), at most every 1000 ms; the state dir caches them") in out
+    assert (f"  writer: one instance at a time, elected by its lease in kafka-mirror.leases on "
+            f"{target} (mirror.lease.ms = 5000); the others stand by") in out
+    assert f"  state dir: /var/lib/km/{flow.path_name} (Spark's checkpoints" in out
+    out = _check_config(config, BASE + "mirror.lease.ms = 0\nmirror.positions.in.kafka = false\n",
+                        capsys)
+    assert "  positions: in the state dir only (mirror.positions.in.kafka = false)" in out
+    assert ("  writer: every instance given the flow writes it (mirror.lease.ms = 0): run it on "
+            "one host only") in out

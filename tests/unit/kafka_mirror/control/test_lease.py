@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.control.lease import FlowLease, LeaseRecord
@@ -17,18 +17,35 @@ TID = "kafka-mirror.lease.A_to_B"
 LEASE_MS = 8_000
 
 
-class Cluster:
-    """The lease topic's partition 0 and the transaction coordinator's producer epochs."""
+class Clock:
+    now = 1000.0
 
-    def __init__(self) -> None:
-        self.log: list[tuple[bytes, bytes]] = []
+    def __call__(self) -> float:
+        return self.now
+
+
+class Cluster:
+    """The lease topic's partition 0 (with each record's create time, from ``clock``) and the
+    transaction coordinator's producer epochs."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.log: list[tuple[bytes, bytes | None]] = []
+        self.stamps: list[float] = []
+        self.clock = clock or Clock()
         self.epochs: dict[str, int] = {}
         self.down = False  # commits time out
 
+    def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        self.log.extend(records)
+        self.stamps.extend(self.clock() for _ in records)
+
 
 class Message:
-    def __init__(self, offset: int, key: bytes, value: bytes) -> None:
-        self._offset, self._key, self._value = offset, key, value
+    def __init__(self, offset: int, key: bytes, value: bytes | None, stamp: float) -> None:
+        self._offset, self._key, self._value, self._stamp = offset, key, value, stamp
+
+    def timestamp(self) -> tuple[int, int]:
+        return TIMESTAMP_CREATE_TIME, int(self._stamp * 1000)
 
     def error(self) -> None:
         return None
@@ -39,15 +56,15 @@ class Message:
     def key(self) -> bytes:
         return self._key
 
-    def value(self) -> bytes:
+    def value(self) -> bytes | None:
         return self._value
 
 
 class FakeProducer:
     def __init__(self, cluster: Cluster, conf: dict[str, Any]) -> None:
-        self.cluster, self.tid = cluster, conf["transactional.id"]
+        self.cluster, self.tid = cluster, conf.get("transactional.id")
         self.epoch = -1
-        self.pending: list[tuple[bytes, bytes]] = []
+        self.pending: list[tuple[bytes, bytes | None]] = []
 
     def init_transactions(self, timeout: float) -> None:
         self.epoch = self.cluster.epochs[self.tid] = self.cluster.epochs.get(self.tid, 0) + 1
@@ -55,15 +72,21 @@ class FakeProducer:
     def begin_transaction(self) -> None:
         self.pending = []
 
-    def produce(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
-        self.pending.append((key, value))
+    def produce(self, topic: str, key: bytes, value: bytes | None, partition: int) -> None:
+        if self.tid is None:  # outside transactions: written at once
+            self.cluster.append([(key, value)])
+        else:
+            self.pending.append((key, value))
+
+    def poll(self, timeout: float) -> int:
+        return 0
 
     def commit_transaction(self, timeout: float) -> None:
         if self.cluster.down:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "timed out", retriable=True))
         if self.epoch != self.cluster.epochs[self.tid]:
             raise KafkaException(KafkaError(KafkaError._FENCED, "producer fenced", fatal=True))
-        self.cluster.log.extend(self.pending)
+        self.cluster.append(self.pending)
 
     def abort_transaction(self, timeout: float) -> None:
         self.pending = []
@@ -87,7 +110,7 @@ class FakeConsumer:
             return None
         key, value = self.cluster.log[self.position]
         self.position += 1
-        return Message(self.position - 1, key, value)
+        return Message(self.position - 1, key, value, self.cluster.stamps[self.position - 1])
 
     def close(self) -> None:
         pass
@@ -98,21 +121,15 @@ class Admin:
         return False
 
 
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _lease(cluster: Cluster, clock: Clock, name: str, changes: list[str] | None = None
-           ) -> FlowLease:
+def _lease(cluster: Cluster, clock: Clock, name: str, changes: list[str] | None = None,
+           member: str | None = None) -> FlowLease:
     seen = changes if changes is not None else []
     lease = FlowLease(
         "A->B", TID, ClusterSpec("B", {"bootstrap.servers": "127.0.0.1:2"}), Admin(),  # type: ignore[arg-type]
         LEASE_MS, on_change=lambda: seen.append(name), holder=name,
         producer_factory=lambda conf: FakeProducer(cluster, conf),
-        consumer_factory=lambda conf: FakeConsumer(cluster), clock=clock,
+        consumer_factory=lambda conf: FakeConsumer(cluster), clock=clock, wall=clock,
+        member=member,
     )
     lease._thread = None
     return lease
@@ -124,12 +141,19 @@ def _start(lease: FlowLease) -> FlowLease:
     return lease
 
 
+def _drain(lease: FlowLease) -> None:
+    """What the lease's thread reads of the topic, up to its end."""
+    while lease._consumer.position < len(lease._consumer.cluster.log):
+        lease._watch(0)
+
+
 def _records(cluster: Cluster) -> list[LeaseRecord | None]:
     return [LeaseRecord.decode(value) for _, value in cluster.log]
 
 
 def test_the_first_instance_takes_the_lease_the_second_stands_by() -> None:
-    cluster, clock = Cluster(), Clock()
+    clock = Clock()
+    cluster = Cluster(clock)
     a = _start(_lease(cluster, clock, "a"))
     b = _start(_lease(cluster, clock, "b"))
     assert a.held() and a.role == "active"
@@ -144,7 +168,8 @@ def test_the_first_instance_takes_the_lease_the_second_stands_by() -> None:
 
 
 def test_a_holder_that_stops_renewing_stops_writing_before_the_standby_takes_over() -> None:
-    cluster, clock = Cluster(), Clock()
+    clock = Clock()
+    cluster = Cluster(clock)
     changes: list[str] = []
     a = _start(_lease(cluster, clock, "a", changes))
     b = _start(_lease(cluster, clock, "b", changes))
@@ -164,7 +189,8 @@ def test_a_holder_that_stops_renewing_stops_writing_before_the_standby_takes_ove
 
 
 def test_a_holder_that_sees_its_successor_stops_without_waiting_for_a_renewal() -> None:
-    cluster, clock = Cluster(), Clock()
+    clock = Clock()
+    cluster = Cluster(clock)
     a = _start(_lease(cluster, clock, "a"))
     b = _start(_lease(cluster, clock, "b"))
     clock.now += a.lease
@@ -177,7 +203,8 @@ def test_a_holder_that_sees_its_successor_stops_without_waiting_for_a_renewal() 
 
 
 def test_a_released_lease_is_taken_at_once() -> None:
-    cluster, clock = Cluster(), Clock()
+    clock = Clock()
+    cluster = Cluster(clock)
     a = _start(_lease(cluster, clock, "a"))
     b = _start(_lease(cluster, clock, "b"))
     a.release()
@@ -189,7 +216,8 @@ def test_a_released_lease_is_taken_at_once() -> None:
 
 
 def test_two_standbys_claiming_at_once_leave_one_holder() -> None:
-    cluster, clock = Cluster(), Clock()
+    clock = Clock()
+    cluster = Cluster(clock)
     b, c = _lease(cluster, clock, "b"), _lease(cluster, clock, "c")
     for lease in (b, c):
         lease._consumer = lease._consumer_factory({})
@@ -210,7 +238,8 @@ def test_lease_records_read_back() -> None:
 
 
 def test_a_renewal_that_times_out_starts_a_new_transaction_or_gives_the_lease_up() -> None:
-    cluster, clock = Cluster(), Clock()
+    clock = Clock()
+    cluster = Cluster(clock)
     a = _start(_lease(cluster, clock, "a"))
     cluster.down = True
     clock.now += a.renew_every
@@ -232,7 +261,8 @@ def test_a_renewal_that_times_out_starts_a_new_transaction_or_gives_the_lease_up
 
 
 def test_a_lease_the_cluster_refuses_names_the_acls(caplog: pytest.LogCaptureFixture) -> None:
-    cluster, clock = Cluster(), Clock()
+    clock = Clock()
+    cluster = Cluster(clock)
     lease = _lease(cluster, clock, "a")
 
     def refused(conf: dict[str, Any]) -> FakeProducer:
@@ -249,3 +279,64 @@ def test_a_lease_the_cluster_refuses_names_the_acls(caplog: pytest.LogCaptureFix
     assert not lease.held()
     assert "allows its principal WRITE and DESCRIBE on the topic kafka-mirror.leases and on the " \
         "transactional ID kafka-mirror.lease.A_to_B" in caplog.text
+
+
+def test_status_shows_the_holder_the_lease_age_and_the_members() -> None:
+    clock = Clock()
+    cluster = Cluster(clock)
+    a = _start(_lease(cluster, clock, "host-a:1:x", member="host-a:/var/lib/kafka-mirror"))
+    b = _start(_lease(cluster, clock, "host-b:2:y", member="host-b:/var/lib/kafka-mirror"))
+    for lease in (a, b):
+        lease._announce()
+    for lease in (a, b):
+        _drain(lease)
+    clock.now += a.renew_every
+    seen_by_b = b.describe()
+    assert seen_by_b["role"] == "standby" and seen_by_b["holder"] == "host-a:1:x"
+    assert seen_by_b["epoch"] == 1 and seen_by_b["lease_age_seconds"] == a.renew_every
+    assert a.describe()["role"] == "active" and a.describe()["lease_age_seconds"] == a.renew_every
+    both = ["host-a:/var/lib/kafka-mirror", "host-b:/var/lib/kafka-mirror"]
+    assert a.describe()["members_live"] == both == b.describe()["members_live"]
+    assert a.describe()["members_lost"] == {}
+
+    # b's host is lost (no clean stop): after 3 leases unseen it is lost, for a day
+    for _ in range(13):
+        clock.now += a.renew_every
+        a._renew()
+        a._announce()
+    assert a.describe()["members_live"] == ["host-a:/var/lib/kafka-mirror"]
+    assert a.describe()["members_lost"] == {"host-b:/var/lib/kafka-mirror": 14 * a.renew_every}
+    # an instance started now reads it from the topic the same way
+    c = _start(_lease(cluster, clock, "host-c:3:z", member="host-c:/srv/mirror"))
+    assert list(c.describe()["members_lost"]) == ["host-b:/var/lib/kafka-mirror"]
+    assert c.describe()["members_live"] == ["host-a:/var/lib/kafka-mirror", "host-c:/srv/mirror"]
+    clock.now += 86_400
+    # a day on: taken for decommissioned
+    assert "host-b:/var/lib/kafka-mirror" not in c.describe()["members_lost"]
+
+    # b's host is back (a new process, the same member): live again
+    clock.now -= 86_400
+    b2 = _start(_lease(cluster, clock, "host-b:9:w", member="host-b:/var/lib/kafka-mirror"))
+    b2._announce()
+    _drain(a)
+    assert a.describe()["members_lost"] == {}
+    assert a.describe()["members_live"] == both
+
+    # a clean stop takes the member out at once (a tombstone): nothing is lost
+    b2.release()
+    _drain(a)
+    assert a.describe()["members_live"] == ["host-a:/var/lib/kafka-mirror"]
+    assert a.describe()["members_lost"] == {}
+
+
+def test_membership_records_leave_the_lease_alone() -> None:
+    clock = Clock()
+    cluster = Cluster(clock)
+    a = _start(_lease(cluster, clock, "a", member="host-a:/s"))
+    b = _start(_lease(cluster, clock, "b", member="host-b:/s"))
+    for _ in range(8):  # only member records for a whole lease: b sees no renewal
+        clock.now += a.renew_every / 2
+        a._announce()
+        b._watch(0)
+    assert b._free()
+    assert [r.holder for r in _records(cluster) if r] == ["a"]

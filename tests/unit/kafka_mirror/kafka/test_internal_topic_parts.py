@@ -289,3 +289,11 @@ def test_reader_errors_name_topic_and_cluster() -> None:
                        match=r"^reading checkpoints t on cluster 'B': did not reach the end of "
                              r"partitions \[0, 1\] within 0s$"):
         _reader(stalled, timeout=0.05).read()
+
+
+def test_reader_reads_a_tail_of_each_partition() -> None:
+    consumer = FakeConsumer({0: (0, 100), 1: (95, 100), 2: (3, 3)},
+                            [[FakeMessage(0, 99, b"a", b"1"), FakeMessage(1, 99, b"b", b"2")]])
+    records = _reader(consumer, tail=10).read()
+    assert consumer.assigned == [(0, 90), (1, 95)]  # the last 10 offsets (or fewer), empty not
+    assert [r.offset for r in records] == [99, 99]

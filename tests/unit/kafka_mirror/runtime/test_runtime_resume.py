@@ -262,3 +262,47 @@ def test_a_takeover_is_of_the_flows_partitions(tmp_path: Path) -> None:
     planned = Planned(tmp_path, _flow(), FakeAdmin({"t": 2}), mm2)
     assert planned.planner.takeover_positions({"t": 2}) == {("t", 0): 12}
     assert planned.planner.takeover_positions({"u": 1}) is None
+
+
+class FakeSyncs:
+    """The offset syncs topic: per partition, (source, target) pairs in log order."""
+
+    where = "mm2-offset-syncs.B.internal on cluster 'A'"
+
+    def __init__(self, syncs: dict[Key, list[tuple[int, int]]]) -> None:
+        self.syncs = syncs
+
+    def __call__(self) -> dict[Key, list[tuple[int, int]]]:
+        return self.syncs
+
+
+def test_a_new_writer_rebuilds_offset_translation_from_the_offset_syncs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    ranges = OffsetRanges()
+    saved: list[int] = []
+    planner = ResumePlanner(
+        _flow(), FakeAdmin({"t": 3}), FlowState(tmp_path / "flow"), ranges,
+        AckedPositions(tmp_path / "a.json"), TargetEnds(tmp_path / "ends.json"),
+        lambda: saved.append(1), {}, FakeMm2({}),
+        kept=FakeKept({("t", 0): (400, 1400, None), ("t", 1): (50, 90, None)}),  # type: ignore[arg-type]
+        read_syncs=FakeSyncs({
+            # batches 0-99 -> 1000-1099 and 200-299 -> 1150-1249 (one not one to one between)
+            ("t", 0): [(0, 1000), (99, 1099), (200, 1150), (299, 1249), (450, 1450)],
+            ("t", 2): [(5, 5)],  # a partition that does not resume from Kafka
+        }),
+        in_background=lambda action: action(),
+    )
+    with caplog.at_level(logging.INFO):
+        planner.with_kept_positions(None, {"t": 3}, {})
+    # exact at each sync; between two, the record after the earlier one (never past it)
+    assert ranges.translate("t", 0, 0) == 1000 and ranges.translate("t", 0, 99) == 1099
+    assert ranges.translate("t", 0, 50) == 1001
+    assert ranges.translate("t", 0, 200) == 1150 and ranges.translate("t", 0, 250) == 1151
+    # from the kept position on: its target end (a sync past it is not used)
+    assert ranges.translate("t", 0, 400) == 1400 and ranges.translate("t", 0, 450) == 1400
+    assert ranges.translate("t", 1, 50) == 90 and ranges.translate("t", 1, 10) is None
+    assert ranges.translate("t", 2, 5) is None
+    assert saved
+    assert "offset translation rebuilt for 1 of 2 partitions from 4 offset syncs in " \
+        "mm2-offset-syncs.B.internal on cluster 'A'" in caplog.text

@@ -237,3 +237,30 @@ def test_a_range_recorded_again_is_kept_once() -> None:
     ranges.add(CopiedRange(6299, 6400, 6106, 6207, True))
     assert ranges.ranges[-1] == CopiedRange(6299, 6400, 6106, 6207, True)
     assert len(ranges.ranges) == 3
+
+
+def test_ranges_from_syncs_keep_the_last_run_below_the_kept_position() -> None:
+    from kafka_mirror.state.offset_ranges import ranges_from_syncs
+
+    # an earlier incarnation (syncs that go back), a sync written twice, one past the kept pair
+    syncs = [(500, 500), (900, 900), (0, 1000), (0, 1000), (10, 1010), (10, 1020), (80, 1090)]
+    facts = ranges_from_syncs(syncs, 50, 1060)
+    assert [(r.source_start, r.target_start) for r in facts] == [
+        (0, 1000), (10, 1010), (10, 1020), (50, 1060)]
+    ranges = OffsetRanges()
+    ranges.merge("t", 0, facts)
+    assert ranges.translate("t", 0, 0) == 1000
+    assert ranges.translate("t", 0, 10) == 1020  # the later copy: every later record follows it
+    assert ranges.translate("t", 0, 30) == 1021
+    assert ranges.translate("t", 0, 60) == 1060
+    assert ranges_from_syncs([], 7, 9) == [CopiedRange(7, 7, 9, 9, False)]
+
+
+def test_merged_facts_sit_among_the_partitions_own_ranges_in_source_order() -> None:
+    ranges = OffsetRanges()
+    ranges.add("t", 0, CopiedRange(100, 200, 1100, 1200, True))
+    ranges.merge("t", 0, [CopiedRange(10, 11, 1010, 1011, True),
+                          CopiedRange(300, 300, 1300, 1300, False)])
+    assert [r.source_start for _, pr in ranges.items() for r in pr.ranges] == [10, 100, 300]
+    assert ranges.translate("t", 0, 150) == 1150 and ranges.translate("t", 0, 400) == 1300
+    assert ranges.dirty

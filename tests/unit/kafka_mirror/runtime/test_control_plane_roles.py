@@ -1,0 +1,25 @@
+"""A standby's control plane stays idle: checkpoints, group offset sync, ACL sync and the pair's
+heartbeats run only while this instance writes one of the flows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_mirror.runtime.control_plane import _when_active
+
+
+class Runner:
+    def __init__(self, active: bool) -> None:
+        self.active = active
+
+
+def test_tasks_run_only_while_a_flow_is_written_here() -> None:
+    ran: list[str] = []
+    writer, standby = Runner(True), Runner(False)
+    pair: list[Any] = [standby, writer]
+    _when_active(pair, lambda: ran.append("heartbeat"))()
+    _when_active([standby], lambda: ran.append("checkpoints"))()
+    assert ran == ["heartbeat"]
+    writer.active = False  # the lease went to another instance
+    _when_active(pair, lambda: ran.append("heartbeat"))()
+    assert ran == ["heartbeat"]

@@ -234,6 +234,9 @@ def test_prometheus_scrapes_a_running_mirror(
         "sync.group.offsets.enabled = true\n"
         "sync.group.offsets.interval.seconds = 1\n"
         f"mirror.metrics.port = {port}\n"
+        # a lag group (the flow's identity, and its lease's) of its own: other tests' mirrors of
+        # source->destination on these clusters, killed, would be this flow's lost members
+        f"mirror.lag.group.id = kafka-mirror.{topic}\n"
         f"mirror.metrics.bind.address = {LOOPBACK}\n" + MODES[mode]
     )))
     base = f"http://{LOOPBACK}:{port}"
@@ -295,6 +298,8 @@ def test_prometheus_scrapes_a_running_mirror(
             # the mirror is up and its flow runs; latency may be pending: the first records
             # waited for Spark to start
             quiet = {r["name"]: r["state"] for r in rules if r["name"] in QUIET}
+            assert not [r for r in rules if r["name"] in QUIET and r["state"] != "inactive"], [
+                (r["name"], r["state"], r.get("alerts")) for r in rules if r["name"] in QUIET]
             assert quiet == dict.fromkeys(QUIET, "inactive"), quiet
             assert values["records"] == 3600
             assert values["partitions"] == 4 and values["topics"] == 1

@@ -8,8 +8,10 @@ KRaft clusters:
   topic says MM2 stopped;
 - MM1 -> kafka-mirror: ``kafka-mirror legacy`` starts at the offsets the consumer config's
   group committed;
-- kafka-mirror -> MM2: positions written by ``kafka-mirror offsets export-mm2`` make a started
-  MM2 copy only what kafka-mirror did not.
+- kafka-mirror -> MM2, no export step: the positions kafka-mirror keeps in MM2's Connect offsets
+  topic as it runs (``mirror.positions.in.kafka``) make a started MM2 copy only what
+  kafka-mirror did not; ``kafka-mirror offsets export-mm2`` writes the same positions from the
+  state dir.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from kafka_mirror.control.mm2_positions import (
     read_mm2_positions,
     write_mm2_positions,
 )
+from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, write_properties
 from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.stock_mm2 import RECORDS_ONLY, StockMirrorMaker2, mm2_properties
@@ -289,15 +292,14 @@ def test_way_back_to_mirrormaker2(
     finally:
         mirror.cleanup()
 
-    # the hand-back as operators do it: kafka-mirror writes its committed positions where MM2
-    # resumes from (read from the mirror's own state)
+    # no export step: kafka-mirror kept its positions where MM2 resumes from as it ran (the
+    # last ones at its stop)
     offsets_topic = mm2_offsets_topic(props, s, d)
-    run = subprocess.run(
-        [*CLI, "offsets", "export-mm2", str(config), "--state-dir", str(tmp_path / "state-mirror")],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert f"{parts} partitions written to {offsets_topic} on {d}" in run.stdout
+    copied = {(topic, p): 200 for p in range(parts)}
+    kept = KeptPositions(_spec(destination_cluster, d), offsets_topic, s,
+                         admin=None).read()  # type: ignore[arg-type]  # reads only
+    assert {tp: k.position for tp, k in kept.items()} == copied, kept
+    assert all(k.target_end == 200 for k in kept.values()), kept  # kafka-mirror's own records
 
     produce(source_cluster, topic, _numbered(parts, 200, 100, "second"), **LINGER)
     mm2 = StockMirrorMaker2(config, tmp_path / "mm2", heap=MM2_HEAP)
@@ -318,4 +320,14 @@ def test_way_back_to_mirrormaker2(
     assert read_mm2_positions(_spec(destination_cluster, d), offsets_topic, s) == {
         (topic, p): len(records) for p, records in src.items()
     }
-    print(f"kafka-mirror -> MM2: {time.monotonic() - began:.0f}s")
+    # the explicit hand-back (positions from the state dir) writes what kafka-mirror copied
+    run = subprocess.run(
+        [*CLI, "offsets", "export-mm2", str(config), "--state-dir", str(tmp_path / "state-mirror")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{parts} partitions written to {offsets_topic} on {d}" in run.stdout
+    kept = KeptPositions(_spec(destination_cluster, d), offsets_topic, s,
+                         admin=None).read()  # type: ignore[arg-type]
+    assert {tp: k.position for tp, k in kept.items()} == copied
+    print(f"kafka-mirror -> MM2 (no export step): {time.monotonic() - began:.0f}s")

@@ -312,7 +312,8 @@ def _describe_state(config: MirrorConfig, flow: FlowSpec) -> list[str]:
     else:
         lines.append(
             f"  writer: one instance at a time, elected by its lease in kafka-mirror.leases on "
-            f"{target} (mirror.lease.ms = {flow.lease_ms}); the others stand by")
+            f"{target} (mirror.lease.ms = {flow.lease_ms}); the others stand by; instances with "
+            f"the lag group {flow.lag_group_id} are this flow")
     state_dir = config.state_dir or DEFAULT_STATE_DIR
     lines.append(f"  state dir: {state_dir / flow.path_name} (Spark's checkpoints, offset "
                  "translation ranges, topic IDs, source leader epochs)")

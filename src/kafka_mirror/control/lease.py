@@ -1,9 +1,12 @@
 """One writer per flow: a lease held in Kafka, on the flow's target cluster.
 
-Every instance given a flow (several hosts, or several processes on one host) takes part. The
-lease is a record per flow (key: the flow's name) in the compacted topic ``kafka-mirror.leases``
-on the target, written in a Kafka transaction by a producer whose ``transactional.id`` is the
-flow's (``kafka-mirror.lease.<source>_to_<target>``):
+Every instance given a flow (several hosts, or several processes on one host) takes part. A flow
+is known by its lag group (``mirror.lag.group.id``, default ``kafka-mirror.<source>_to_<target>``):
+instances that share it are one flow, while flows of the same two clusters with lag groups of
+their own (other topics, e.g. an aggregation spread over hosts) are not (:func:`lease_names`).
+The lease is a record per flow (key: its lag group) in the compacted topic
+``kafka-mirror.leases`` on the target, written in a Kafka transaction by a producer whose
+``transactional.id`` is the flow's (``kafka-mirror.lease.<source>_to_<target>`` by default):
 
 - The holder renews it every ``lease / 4``. A batch is written only while the last renewal began
   less than ``0.8 x lease`` ago (:meth:`FlowLease.held`), so a holder that paused (SIGSTOP, a long
@@ -16,8 +19,10 @@ flow's (``kafka-mirror.lease.<source>_to_<target>``):
 - Two standbys claiming at once: the one whose ``initTransactions`` came last fences the other,
   whose commit fails; exactly one holds it.
 
-A holder's record: ``{"holder": "<host>:<pid>:<id>", "epoch": n, "held": true}``; released:
-``"held": false``. ``epoch`` counts the takeovers (for status and metrics; the fence is the
+A holder's record: ``{"holder": "<host>:<pid>:<id>", "epoch": n, "held": true, "selects":
+"<topics>"}``; released: ``"held": false``. A standby whose flow selects other topics than the
+holder's says so (a warning: two flows that need lag groups of their own, or a change rolling
+out). ``epoch`` counts the takeovers (for status and metrics; the fence is the
 producer epoch).
 
 Every instance also says it takes part: a record keyed ``<flow>#member#<member>`` (``member``:
@@ -80,6 +85,12 @@ def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def lease_names(lag_group_id: str) -> tuple[str, str]:
+    """The lease's record key and transactional ID of the flow whose lag group is
+    ``lag_group_id`` (``kafka-mirror.A_to_B`` -> ``kafka-mirror.lease.A_to_B``)."""
+    return lag_group_id, f"kafka-mirror.lease.{lag_group_id.removeprefix('kafka-mirror.')}"
+
+
 def member_id(state_dir: str) -> str:
     """An instance's name among a flow's members: its host and state dir (kept across its
     restarts, unlike its holder name)."""
@@ -91,10 +102,11 @@ class LeaseRecord:
     holder: str
     epoch: int
     held: bool
+    selects: str = ""  # the holder's topic selection
 
     def encode(self) -> bytes:
-        return json.dumps({"holder": self.holder, "epoch": self.epoch, "held": self.held},
-                          separators=(",", ":")).encode("utf-8")
+        return json.dumps({"holder": self.holder, "epoch": self.epoch, "held": self.held,
+                           "selects": self.selects}, separators=(",", ":")).encode("utf-8")
 
     @staticmethod
     def decode(value: bytes | None) -> LeaseRecord | None:
@@ -102,7 +114,8 @@ class LeaseRecord:
             return None
         try:
             data = json.loads(value.decode("utf-8"))
-            return LeaseRecord(str(data["holder"]), int(data["epoch"]), bool(data["held"]))
+            return LeaseRecord(str(data["holder"]), int(data["epoch"]), bool(data["held"]),
+                               str(data.get("selects", "")))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -128,9 +141,13 @@ class FlowLease:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         member: str | None = None,
+        key: str | None = None,
+        selects: str = "",
     ) -> None:
         self.flow_name = flow_name
-        self.key = flow_name.encode("utf-8")
+        self.key = (key or flow_name).encode("utf-8")
+        self.selects = selects
+        self._selects_warned = ""
         self.transactional_id = transactional_id
         self.target = target
         self.admin = admin
@@ -144,7 +161,7 @@ class FlowLease:
         self._clock = clock
         self._wall = wall
         self.member = member or self.holder
-        self._member_prefix = f"{flow_name}{MEMBER_MARK}".encode()
+        self._member_prefix = self.key + MEMBER_MARK.encode()
         self._member_key = self._member_prefix + self.member.encode("utf-8")
         self._members: dict[str, float] = {}  # member -> wall clock it was last seen at
         self._announced_at = float("-inf")
@@ -255,7 +272,7 @@ class FlowLease:
             active, self._active = self._active, False
         if active and self._producer is not None:
             try:
-                self._write(LeaseRecord(self.holder, self.epoch, False))
+                self._write(LeaseRecord(self.holder, self.epoch, False, self.selects))
                 log.info("flow %s: lease released (epoch %d)", self.flow_name, self.epoch)
             except KafkaException as exc:
                 log.warning("flow %s: the lease was not released (%s); another instance takes "
@@ -318,6 +335,16 @@ class FlowLease:
     def _saw(self, record: LeaseRecord | None) -> None:
         with self._lock:
             self.last, self._seen_at = record, self._clock()
+        if record is not None and record.held and record.holder != self.holder and \
+                record.selects and self.selects and record.selects != self.selects and \
+                record.selects != self._selects_warned:
+            self._selects_warned = record.selects
+            log.warning("flow %s: the lease %s is held by %s, whose flow selects other topics "
+                        "(%s; this instance: %s): if these are two flows, give each a "
+                        "mirror.lag.group.id of its own (instances with the same lag group are "
+                        "one flow, one of them writes it)", self.flow_name,
+                        self.key.decode("utf-8", "replace"), record.holder, record.selects,
+                        self.selects)
 
     def _saw_member(self, key: bytes | None, value: bytes | None, at: float) -> None:
         """A member's record (``at``: when it was written, or seen) or tombstone (a clean
@@ -364,7 +391,7 @@ class FlowLease:
             self._producer = self._producer or self._new_producer()
             self._producer.init_transactions(self.lease)  # fences the previous holder
             epoch = (previous.epoch if previous else 0) + 1
-            self._write(LeaseRecord(self.holder, epoch, True))
+            self._write(LeaseRecord(self.holder, epoch, True, self.selects))
         except KafkaException as exc:
             self._drop_producer()
             if not self._failing:
@@ -404,7 +431,7 @@ class FlowLease:
             if self._producer is None:
                 self._producer = self._new_producer()
                 self._producer.init_transactions(self.lease / 2)
-            self._write(LeaseRecord(self.holder, self.epoch, True))
+            self._write(LeaseRecord(self.holder, self.epoch, True, self.selects))
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             fenced = isinstance(error, KafkaError) and (error.fatal() or error.code() in (

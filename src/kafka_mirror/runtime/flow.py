@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror.config.model import FlowSpec
-from kafka_mirror.control.lease import FlowLease, member_id
+from kafka_mirror.control.lease import FlowLease, lease_names, member_id
 from kafka_mirror.control.offset_syncs import OffsetSyncsReader, OffsetSyncWriter
 from kafka_mirror.control.topics import TopicSync
 from kafka_mirror.engine.acked_positions import FILE as ACKED_FILE
@@ -133,8 +133,11 @@ class FlowRunner:
         self._read_kept = True  # the positions kept in Kafka are read at the next start
         # one writer per flow: the lease in Kafka (micro-batch mode)
         self.lease = (
-            FlowLease(flow.name, f"kafka-mirror.lease.{flow.path_name}", flow.target,
-                      self.target, flow.lease_ms, member=member_id(str(state_root.resolve())))
+            FlowLease(flow.name, lease_names(flow.lag_group_id)[1], flow.target, self.target,
+                      flow.lease_ms, member=member_id(str(state_root.resolve())),
+                      key=lease_names(flow.lag_group_id)[0],
+                      selects=f"{','.join(flow.topic_filter.include)} excluding "
+                              f"{','.join(flow.topic_filter.exclude)}")
             if flow.lease_ms > 0 and not flow.realtime else None
         )
         self._standing_by = False

@@ -344,7 +344,8 @@ def test_check_config_says_where_state_lives_and_who_writes(
     assert (f"  positions: kept in Kafka, mm2-offsets.{source}.internal on {target} (MirrorMaker "
             "2's format), at most every 1000 ms; the state dir caches them") in out
     assert (f"  writer: one instance at a time, elected by its lease in kafka-mirror.leases on "
-            f"{target} (mirror.lease.ms = 5000); the others stand by") in out
+            f"{target} (mirror.lease.ms = 5000); the others stand by; instances with the lag "
+            f"group kafka-mirror.{flow.path_name} are this flow") in out
     assert f"  state dir: /var/lib/km/{flow.path_name} (Spark's checkpoints" in out
     out = _check_config(config, BASE + "mirror.lease.ms = 0\nmirror.positions.in.kafka = false\n",
                         capsys)

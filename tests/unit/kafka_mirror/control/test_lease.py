@@ -340,3 +340,37 @@ def test_membership_records_leave_the_lease_alone() -> None:
         b._watch(0)
     assert b._free()
     assert [r.holder for r in _records(cluster) if r] == ["a"]
+
+
+def test_a_flow_is_known_by_its_lag_group() -> None:
+    from kafka_mirror.control.lease import lease_names
+
+    assert lease_names("kafka-mirror.A_to_B") == ("kafka-mirror.A_to_B",
+                                                  "kafka-mirror.lease.A_to_B")
+    assert lease_names("kafka-mirror.fleet2.A_to_B") == (
+        "kafka-mirror.fleet2.A_to_B", "kafka-mirror.lease.fleet2.A_to_B")
+    assert lease_names("mm1-group") == ("mm1-group", "kafka-mirror.lease.mm1-group")
+
+
+def test_a_standby_whose_flow_selects_other_topics_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    cluster = Cluster(clock)
+    a = _start(_lease(cluster, clock, "a"))
+    a.selects = "orders.* excluding "
+    clock.now += a.renew_every
+    a._renew()
+    b = _lease(cluster, clock, "b")
+    b.selects = "payments.* excluding "
+    _start(b)
+    _drain(b)
+    assert not b.held()
+    assert "is held by a, whose flow selects other topics (orders.* excluding ; this instance: " \
+        "payments.* excluding ): if these are two flows, give each a mirror.lag.group.id of " \
+        "its own" in caplog.text
+    assert caplog.text.count("selects other topics") == 1  # once per holder's selection
+    clock.now += a.renew_every
+    a._renew()
+    _drain(b)
+    assert caplog.text.count("selects other topics") == 1

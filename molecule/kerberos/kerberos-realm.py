@@ -21,7 +21,7 @@ An ACL authorizer makes each client principal good for its own side only:
 - mirror-dst: on the destination, the mirrored topics (src.*), MirrorMaker 2's internal topics
   (mm2-*, heartbeats) and groups, kafka-mirror's leases (topic kafka-mirror.leases, transactional
   IDs kafka-mirror.lease.*), describe the cluster;
-- mirror: everything on both (one principal for both sides);
+- mirror: everything on both (one principal for both sides), kafka-mirror's leases included;
 - molecule-client: the verifier's own client: writes molecule.* on the source, reads src.molecule.*
   and src2.molecule.* on the destination.
 A mirror that presented the wrong principal on a side would fail. Topics molecule.orders (3
@@ -81,7 +81,10 @@ def grant_acls(admin, side, timeout=30):
     lit, pre = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
     op = AclOperation
     acls = [acl(topic, '*', lit, 'mirror', op.ALL), acl(group, '*', lit, 'mirror', op.ALL),
-            acl(cluster, 'kafka-cluster', lit, 'mirror', op.ALL)]
+            acl(cluster, 'kafka-cluster', lit, 'mirror', op.ALL),
+            # kafka-mirror's lease per flow, a transactional producer (docs: "One writer per
+            # flow"): a flow into this cluster (the fleet's B->A writes into the source side)
+            acl(ResourceType.TRANSACTIONAL_ID, 'kafka-mirror.lease.', pre, 'mirror', op.ALL)]
     if side == 'source':
         acls += [acl(topic, '*', lit, 'mirror-src', o) for o in (op.DESCRIBE, op.DESCRIBE_CONFIGS, op.READ)]
         acls += [acl(group, '*', lit, 'mirror-src', op.DESCRIBE),
@@ -92,9 +95,8 @@ def grant_acls(admin, side, timeout=30):
         acls += [acl(topic, name, pattern, 'mirror-dst', op.ALL)
                  for name, pattern in (('src.', pre), ('mm2-', pre), ('heartbeats', lit),
                                        ('kafka-mirror.leases', lit))]
-        # kafka-mirror's lease per flow: a transactional producer (docs: "One writer per flow")
-        acls += [acl(ResourceType.TRANSACTIONAL_ID, 'kafka-mirror.lease.', pre, user, op.ALL)
-                 for user in ('mirror', 'mirror-dst')]
+        acls += [acl(ResourceType.TRANSACTIONAL_ID, 'kafka-mirror.lease.', pre, 'mirror-dst',
+                     op.ALL)]
         acls += [acl(group, '*', lit, 'mirror-dst', op.ALL),
                  acl(cluster, 'kafka-cluster', lit, 'mirror-dst', op.DESCRIBE),
                  acl(cluster, 'kafka-cluster', lit, 'mirror-dst', op.DESCRIBE_CONFIGS),

@@ -208,12 +208,15 @@ class ResumePlanner:
         """Offset translation for the partitions that resume from the positions kept in Kafka:
         the kept pairs at once, then (on a thread of its own: the start does not wait for it)
         the offset syncs the mirrors that copied them wrote."""
+        # partitions whose own ranges stop short of the kept position (another writer copied
+        # the rest, or the state dir is new): a restart on the same host usually has none
+        pairs = {tp: pair for tp, pair in ahead.items()
+                 if not self.ranges.reaches(tp[0], tp[1], pair[0])}
         for (topic, partition), (position, end) in ahead.items():
             self.ranges.merge(topic, partition, ranges_from_syncs((), position, end))
         read = self.read_syncs
-        if read is None:
+        if read is None or not pairs:
             return
-        pairs = dict(ahead)
 
         def rebuild() -> None:
             try:

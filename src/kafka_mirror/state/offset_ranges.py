@@ -139,6 +139,13 @@ class OffsetRanges:
             self.partitions[(topic, partition)] = merged
             self.dirty = True
 
+    def reaches(self, topic: str, partition: int, position: int) -> bool:
+        """Whether the partition's own ranges cover its copies up to ``position``."""
+        with self._lock:
+            known = self.partitions.get((topic, partition))
+            return known is not None and any(
+                r.source_end >= position and r.source_end > r.source_start for r in known.ranges)
+
     def drop_topic(self, topic: str) -> None:
         """Forget a topic's ranges (its offsets now belong to another topic of that name)."""
         with self._lock:

@@ -306,3 +306,25 @@ def test_a_new_writer_rebuilds_offset_translation_from_the_offset_syncs(
     assert saved
     assert "offset translation rebuilt for 1 of 2 partitions from 4 offset syncs in " \
         "mm2-offset-syncs.B.internal on cluster 'A'" in caplog.text
+
+
+def test_a_restart_whose_own_ranges_reach_the_kept_positions_reads_no_syncs(
+    tmp_path: Path,
+) -> None:
+    ranges = OffsetRanges()
+    ranges.add("t", 0, CopiedRange(0, 400, 1000, 1400, True))  # this host copied up to 400
+    read: list[int] = []
+
+    class CountedSyncs(FakeSyncs):
+        def __call__(self) -> dict[Key, list[tuple[int, int]]]:
+            read.append(1)
+            return self.syncs
+
+    planner = ResumePlanner(
+        _flow(), FakeAdmin({"t": 3}), FlowState(tmp_path / "flow"), ranges,
+        AckedPositions(tmp_path / "a.json"), TargetEnds(tmp_path / "ends.json"), lambda: None,
+        {}, FakeMm2({}), kept=FakeKept({("t", 0): (400, 1400, None)}),  # type: ignore[arg-type]
+        read_syncs=CountedSyncs({}), in_background=lambda action: action(),
+    )
+    assert planner.with_kept_positions({("t", 0): 300}, {"t": 3}, {}) == {("t", 0): 400}
+    assert read == [] and ranges.translate("t", 0, 350) == 1350

@@ -212,7 +212,7 @@ class ResumePlanner:
         # the rest, or the state dir is new): a restart on the same host usually has none
         pairs = {tp: pair for tp, pair in ahead.items()
                  if not self.ranges.reaches(tp[0], tp[1], pair[0])}
-        for (topic, partition), (position, end) in ahead.items():
+        for (topic, partition), (position, end) in pairs.items():
             self.ranges.merge(topic, partition, ranges_from_syncs((), position, end))
         read = self.read_syncs
         if read is None or not pairs:

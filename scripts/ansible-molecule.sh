@@ -41,7 +41,17 @@ bash molecule/_shared/nspawn-host.sh rootfs
 # the default scenario's idempotence and check-mode runs cover the tasks both share, and the
 # Kerberos tasks' second run is in the full form: kerberos and fleet): destroy, converge (which
 # creates and prepares first), verify, destroy. The full form runs every scenario's whole sequence.
-scenario_test() {
+# Each step's start is stamped with the seconds since the scenario began (where CI time goes).
+stamp_steps() {
+  local start=$SECONDS line
+  while IFS= read -r line; do
+    case $line in
+      *"] Executing"*|*"] Executed:"*) printf '[%s s] %s\n' "$((SECONDS - start))" "$line" ;;
+      *) printf '%s\n' "$line" ;;
+    esac
+  done
+}
+scenario_steps() {
   local s=$1 step
   if [ "$s" = kerberos ] && [ "${KAFKA_MIRROR_FULL:-0}" = 0 ]; then
     for step in destroy converge verify destroy; do
@@ -50,6 +60,9 @@ scenario_test() {
   else
     molecule test -s "$s"
   fi
+}
+scenario_test() {
+  scenario_steps "$1" 2>&1 | stamp_steps
 }
 
 failed=()

@@ -1,4 +1,5 @@
-"""The command line: throughput mode (default), ``--latency``, ``--scale`` and ``--smoke``.
+"""The command line: throughput mode (default), ``--latency``, ``--scale``, ``--failover`` and
+``--smoke``.
 
 Usage::
 
@@ -9,6 +10,8 @@ Usage::
     .venv/bin/python bench/mirror_benchmark.py --scale 200x10 [--scale-rate 2000] \\
         [--duration 60] [--scale-idle 60] [--timeout 900] [--json FILE]
     .venv/bin/python bench/mirror_benchmark.py --smoke --json FILE
+    .venv/bin/python bench/mirror_benchmark.py --failover [--failover-rate 5000] \\
+        [--partitions 4] [--duration 60] [--mm2-setting KEY=VALUE] [--json FILE]
 
 kafka-mirror knobs: ``--max-records-per-batch`` (``mirror.max.records.per.batch``, i.e. Spark's
 ``maxOffsetsPerTrigger``), ``--spark-conf KEY=VALUE``, ``--km-producer KEY=VALUE``
@@ -29,6 +32,7 @@ from types import FrameType
 
 from . import class_data
 from .common import MirrorFailed
+from .failover import add_failover_arguments, failover_defaults, run_failover
 from .latency import run_latency
 from .scale import add_scale_arguments, run_scale, scale_defaults
 from .throughput import command_line, run_throughput
@@ -172,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, default=None, metavar="FILE")
     add_latency_arguments(parser)
     add_scale_arguments(parser)
+    add_failover_arguments(parser)
     return parser
 
 
@@ -304,7 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with _terminate_as_interrupt():
         try:
-            if ns.scale is not None:
+            if ns.failover:
+                failover_defaults(ns, parser)
+                report = run_failover(ns, command_line())
+            elif ns.scale is not None:
                 scale_defaults(ns)
                 report = run_scale(ns, command_line())
             elif ns.latency:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import shutil
 from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -100,6 +102,16 @@ def start_clusters(clusters: Sequence[LocalKafkaCluster]) -> None:
     with ThreadPoolExecutor(max_workers=len(clusters)) as pool:
         for future in [pool.submit(c.start, 120.0) for c in clusters]:
             future.result()
+
+
+def stop_clusters_and_clean(clusters: Sequence[LocalKafkaCluster], workdir: Path,
+                            keep: bool) -> None:
+    """Stop every cluster, then remove the work directory unless ``keep``."""
+    stop_clusters(clusters)
+    if keep:
+        print(f"kept {workdir}", flush=True)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def stop_clusters(clusters: Sequence[LocalKafkaCluster]) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import queue
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2
 
 from . import class_data, km_driver, mm2_driver
-from .clusters import start_clusters, stop_clusters
+from .clusters import start_clusters, stop_clusters_and_clean
 from .common import KM_REALTIME, MirrorFailed
 from .latency_probe import latency_probe
 from .measures import TreeSampler
@@ -238,11 +237,7 @@ def stop_everything(mirrors: Sequence[Mirror], producer: RateProducer | None,
         producer.stop()
     for probe in probes:
         probe.stop()
-    stop_clusters(clusters)
-    if keep:
-        print(f"kept {workdir}", flush=True)
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
+    stop_clusters_and_clean(clusters, workdir, keep)
 
 
 def start_source_and_destinations(

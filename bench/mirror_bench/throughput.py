@@ -16,7 +16,7 @@ from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.spark_standalone import SparkStandalone
 
 from . import class_data
-from .clusters import start_clusters, stop_clusters
+from .clusters import start_clusters, stop_clusters_and_clean
 from .common import CEILING_TOPIC, SOURCE_TOPIC
 from .km_driver import realtime_settings, run_kafka_mirror
 from .measures import MirrorResult
@@ -182,11 +182,7 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
         print(table, flush=True)
         return report
     finally:
-        stop_clusters(clusters)
-        if ns.keep:
-            print(f"kept {workdir}", flush=True)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_clusters_and_clean(clusters, workdir, ns.keep)
 
 
 def command_line() -> str:

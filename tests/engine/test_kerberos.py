@@ -35,6 +35,8 @@ from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.waiting import wait_for
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
+# one worker runs the module: its KDC and Kerberized cluster start once
+pytestmark = [pytest.mark.xdist_group("kerberos")]
 
 
 def _jaas(keytab: Path | str, principal: str) -> str:

@@ -153,6 +153,8 @@ class Mm2Flow:
 
 
 FIRST_RUN = {0: range(30), 1: range(20), 2: range(10)}
+# one worker runs the module: stock MirrorMaker 2's flow runs once
+pytestmark = [pytest.mark.xdist_group("mm2-positions")]
 
 
 @pytest.fixture(scope="module")

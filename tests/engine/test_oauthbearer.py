@@ -37,7 +37,9 @@ from kafka_mirror_testing.waiting import wait_for
 CLIENTS = {"mirror-source": "source-secret", "mirror-target": "target-secret"}
 TOKEN_SECONDS = 60
 
-pytestmark = [pytest.mark.kafka]
+# one worker runs the module: the provider and both clusters start once (Keycloak alone took 74 s
+# to start on the busy CI machine, once on each worker that ran one of these tests)
+pytestmark = [pytest.mark.kafka, pytest.mark.xdist_group("oauthbearer")]
 
 
 @pytest.fixture(scope="module")

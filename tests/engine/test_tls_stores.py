@@ -19,6 +19,8 @@ from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.waiting import wait_for
 
 PASSWORD = "st0re-pass"
+# one worker runs the module: its TLS cluster starts once
+pytestmark = [pytest.mark.xdist_group("tls-stores")]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The "fleet" scenario: three hosts, one topology, several mirror instances per host.
 
 km-fleet1 runs A->B and B->A (active-active) in instance "aa" on the Spark cluster (master there,
-worker km-fleet3, Kerberos on A); km-fleet2 aggregates A and C into B with instances "a" and "c".
+worker km-fleet3, Kerberos on A); km-fleet2 aggregates A and C into B with instances "a" and "c";
+km-fleet1's instance "c" runs km-fleet2's C->B again: one of the two writes it, the other stands by.
 Fleet-wide checks run once (on km-fleet1's turn)."""
 
 import ast
@@ -25,10 +26,13 @@ C = f"{BRIDGE_IP}:19092"
 SHARED_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "_shared", "tests")
 # host -> instance -> (metrics port, JMX exporter port, flows)
 INSTANCES = {
-    "km-fleet1": {"aa": (9405, 9404, ["A->B", "B->A"])},
+    "km-fleet1": {"aa": (9405, 9404, ["A->B", "B->A"]), "c": (9407, 9406, ["C->B"])},
     "km-fleet2": {"a": (9405, 9404, ["A->B"]), "c": (9407, 9406, ["C->B"])},
 }
 USER = "kafka-mirror"
+# C->B runs on both hosts (instance c): one writes, the other stands by
+STANDBY_SET = {"km-fleet1": "10.77.0.31", "km-fleet2": "10.77.0.32"}
+C_TO_B_STATUS = 9407
 
 
 def _name(host):
@@ -179,6 +183,120 @@ def test_special_characters_reach_java_and_the_jmx_password_works(host, tmp_path
         assert "jvm_" in out or "java_lang_" in out, jmx
 
 
+def _status(address, port=C_TO_B_STATUS):
+    """An instance's /status, asked from the controller (None: it does not answer)."""
+    import json
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://{address}:{port}/status", timeout=5) as answer:
+            return json.loads(answer.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _roles():
+    """host -> C->B's role in its instance c (None: not answering)."""
+    out = {}
+    for name, address in STANDBY_SET.items():
+        status = _status(address)
+        out[name] = None if status is None else status["flows"].get("C->B", {}).get("role")
+    return out
+
+
+def _ansible(inventory, host, *args):
+    return subprocess.run(["ansible", "-i", inventory, host, "-b", *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def _count(conf, topic, keys, timeout):
+    """How many times each of ``keys`` is in ``topic`` (until every key arrived and the topic's end
+    was read once more)."""
+    from confluent_kafka import Consumer
+    consumer = Consumer({**conf, "group.id": f"molecule-fleet-{uuid.uuid4().hex}", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.subscribe([topic])
+    counts = {}
+    deadline = time.time() + timeout
+    quiet = 0
+    try:
+        while time.time() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                quiet += 1
+                if len(counts) == len(keys) and quiet > 5:
+                    break
+                continue
+            quiet = 0
+            if msg.key() in keys:
+                counts[msg.key()] = counts.get(msg.key(), 0) + 1
+    finally:
+        consumer.close()
+    return counts
+
+
+def test_a_flow_on_two_hosts_has_one_writer_that_a_standby_replaces(host):
+    """C->B on km-fleet1 and km-fleet2 (instance c, the same lag group): one writes it, the other
+    stands by (their /status say so). The writer's host loses the mirror (kill -9 of every process
+    of its unit) while records flow: the standby takes the flow over; every record is on B once."""
+    if _name(host) != "km-fleet1":
+        pytest.skip("fleet-wide, checked once")
+    from confluent_kafka import Producer
+    deadline = time.time() + 180
+    roles = _roles()
+    while sorted(r for r in roles.values() if r) != ["active", "standby"] and time.time() < deadline:
+        time.sleep(2)
+        roles = _roles()
+    assert sorted(roles.values()) == ["active", "standby"], roles
+    writer = next(h for h, r in roles.items() if r == "active")
+    standby = next(h for h, r in roles.items() if r == "standby")
+    lease = _status(STANDBY_SET[standby])["flows"]["C->B"]["lease"]
+    assert lease["holder"].startswith(writer), lease
+    assert len(lease["members_live"]) == 2, lease
+    marker = uuid.uuid4().hex
+    sent, stop = [], threading.Event()
+
+    def produce():
+        producer = Producer({"bootstrap.servers": C, "linger.ms": 5})
+        i = 0
+        while not stop.is_set():
+            key = f"{marker}-{i}".encode()
+            producer.produce("molecule.events", key=key, value=b"r", partition=i % 2)
+            sent.append(key)
+            i += 1
+            producer.poll(0)
+            time.sleep(0.01)
+        assert producer.flush(30) == 0
+
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    thread = threading.Thread(target=produce)
+    thread.start()
+    try:
+        time.sleep(5)
+        killed = _ansible(inventory, writer, "-m", "ansible.builtin.command",
+                          "-a", "systemctl kill --signal=SIGKILL kafka-mirror@c.service")
+        began = time.time()
+        assert killed.returncode == 0, killed.stdout + killed.stderr
+        while time.time() < began + 120 and _roles()[standby] != "active":
+            time.sleep(0.5)
+        takeover = time.time() - began
+        assert _roles()[standby] == "active", _roles()
+        time.sleep(5)
+    finally:
+        stop.set()
+        thread.join()
+    counts = _count({"bootstrap.servers": B}, "C.molecule.events", set(sent), 240)
+    lost = sum(1 for k in sent if k not in counts)
+    duplicates = sum(n - 1 for n in counts.values())
+    print(f"C->B writer on {writer} killed (kill -9 of its unit): {standby} took over after {takeover:.1f} s; "
+          f"{len(sent)} records, {lost} lost, {duplicates} duplicates")
+    assert (lost, duplicates) == (0, 0), (lost, duplicates)
+    # systemd starts the killed instance again: it stands by (or takes the lease back, if free)
+    deadline = time.time() + 240
+    while time.time() < deadline and sorted(r for r in _roles().values() if r) != ["active", "standby"]:
+        time.sleep(2)
+    assert sorted(_roles().values()) == ["active", "standby"], _roles()
+
+
 def test_rolling_restart_during_produce_loses_nothing(host, a_state, krb_tmp):
     """kafka.mirror.rolling_restart (serial 1) restarts every instance of every host, one after the
     other, each waited for on its own /health/ready, while records flow C->B (km-fleet2, instance c)
@@ -206,6 +324,8 @@ def test_rolling_restart_during_produce_loses_nothing(host, a_state, krb_tmp):
         for p in producers.values():
             assert p.flush(30) == 0
 
+    roles = _roles()
+    assert sorted(roles.values()) == ["active", "standby"], roles
     thread = threading.Thread(target=produce)
     thread.start()
     try:
@@ -225,6 +345,12 @@ def test_rolling_restart_during_produce_loses_nothing(host, a_state, krb_tmp):
                 in run.stdout, run.stdout[-3000:]
     # serial 1: km-fleet1's instance was restarted and ready before km-fleet2's
     assert run.stdout.index("km-fleet1: kafka-mirror@aa restarted") < run.stdout.index("km-fleet2: kafka-mirror@a restarted")
+    # standbys first: C->B's standby instance restarted before every writer, its writer after
+    standby = next(h for h, r in roles.items() if r == "standby")
+    writer = next(h for h, r in roles.items() if r == "active")
+    first_writer = min(run.stdout.index(f"{h}: kafka-mirror@{i} restarted")
+                       for h, i in (("km-fleet1", "aa"), ("km-fleet2", "a"), (writer, "c")))
+    assert run.stdout.index(f"{standby}: kafka-mirror@c restarted") < first_writer, run.stdout[-3000:]
     assert len(sent) > 200
     on_b = {k: p for k, p in sent.items() if k[0].startswith("C.")}
     on_a = {k: p for k, p in sent.items() if k[0].startswith("B.")}

@@ -27,22 +27,25 @@ VENV = "/opt/kafka-mirror/venv"
 TOPIC, PARTITIONS = "molecule.orders", 3
 
 
-def _site(*args, timeout=1500):
+def _site(name, *args, timeout=1500):
+    """kafka.mirror.site on host ``name`` only (--limit: an upgrade of one host; the scenario's
+    other host runs stock MirrorMaker 2, which the kafka_mirror bundle does not change)."""
     inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
     playbook = os.path.join(REPO, "molecule", "_shared", "converge.yml")
     # the controller's modules log in with their own keytabs: not the verifier's credential cache
     env = {k: v for k, v in os.environ.items() if k != "KRB5CCNAME"}
-    return subprocess.run(["ansible-playbook", "-i", inventory, playbook, "-e", "kafka_mirror_restart_pause=3", *args],
+    return subprocess.run(["ansible-playbook", "-i", inventory, playbook, "--limit", name,
+                           "-e", "kafka_mirror_restart_pause=3", *args],
                           capture_output=True, text=True, timeout=timeout, check=False, env=env)
 
 
-def _site_under_produce(state, tmp, *args):
-    """kafka.mirror.site with ``args`` while records go to the source's TOPIC (from 2 s before the run
+def _site_under_produce(name, state, tmp, *args):
+    """kafka.mirror.site on host ``name`` with ``args`` while records go to the source's TOPIC (from 2 s before the run
     to 2 s after it); returns the run and {(topic, key): partition} of every record sent."""
     from confluent_kafka import Producer
     producer = Producer(client_conf(state, tmp, "source", "molecule-client", **{"linger.ms": 5}))
     result = {}
-    run = threading.Thread(target=lambda: result.update(proc=_site(*args)))
+    run = threading.Thread(target=lambda: result.update(proc=_site(name, *args)))
     marker, sent = uuid.uuid4().hex, {}
 
     def send_while(going):
@@ -103,7 +106,7 @@ def test_upgrade_then_rollback_by_bundle_under_produce(krb_host, state, krb_env)
     before = _snapshots(host)
 
     # the upgrade: planned per host, the instance stopped, its state archived, started on V.post1
-    upgrade, sent = _site_under_produce(state, krb_env, "-e", f"kafka_mirror_bundle_dir={new}")
+    upgrade, sent = _site_under_produce(name, state, krb_env, "-e", f"kafka_mirror_bundle_dir={new}")
     assert upgrade.returncode == 0, upgrade.stdout[-4000:] + upgrade.stderr[-2000:]
     assert f"{name}: kafka-mirror {version} -> {new_version}, pyspark " in upgrade.stdout, upgrade.stdout[-4000:]
     assert f'"msg": "{name}: kafka-mirror restarted; ' in upgrade.stdout
@@ -118,7 +121,7 @@ def test_upgrade_then_rollback_by_bundle_under_produce(krb_host, state, krb_env)
 
     # back to V's bundle: the preflight refuses the older version, nothing changes
     pid = host.check_output("systemctl show -p MainPID --value kafka-mirror")
-    refused = _site()
+    refused = _site(name)
     assert refused.returncode != 0
     # the task's failure goes to stderr ([ERROR]: Task failed: ...)
     assert (f"{name} runs kafka-mirror {new_version}; kafka_mirror-{version}-py3-none-any.whl is older ({version}): "
@@ -128,7 +131,7 @@ def test_upgrade_then_rollback_by_bundle_under_produce(krb_host, state, krb_env)
     assert host.check_output("systemctl show -p MainPID --value kafka-mirror") == pid
 
     # the rollback: allowed, the same path as the upgrade
-    rollback, sent = _site_under_produce(state, krb_env, "-e", "mirror_allow_downgrade=true")
+    rollback, sent = _site_under_produce(name, state, krb_env, "-e", "mirror_allow_downgrade=true")
     assert rollback.returncode == 0, rollback.stdout[-4000:] + rollback.stderr[-2000:]
     assert f"{name}: kafka-mirror {new_version} -> {version}, pyspark " in rollback.stdout, rollback.stdout[-4000:]
     assert _installed(host) == version

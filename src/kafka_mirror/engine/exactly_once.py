@@ -37,6 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,8 @@ POLL_RECORDS = 10_000
 # flow's own thread; /health/live allows a restart 10 minutes)
 COUNT_SECONDS = 25.0
 WAIT_SECONDS = 20.0
+# threads proving the prefixes of a restart's partitions, each with a source and a target reader
+PROOF_THREADS = 8
 Key = tuple[str, int]
 
 
@@ -283,12 +286,14 @@ def plan_restart(
     source: Callable[[], JvmRecordReader],
     target: Callable[[], JvmRecordReader],
     log_starts: Callable[[list[Key]], Mapping[Key, int]] | None = None,
+    threads: int = PROOF_THREADS,
 ) -> RestartPlan:
     """Per partition with a committed position ``S`` and a recorded target end ``T``: skip the
     records of the cut batch that are on the target (module docstring). ``end_offsets`` reads
     the target's end offsets (keys are target topic partitions); the readers are created only
     when a partition needs them; ``log_starts`` are the source's (records below them are gone:
-    the prefix is the recorded one), read only for partitions whose target grew."""
+    the prefix is the recorded one), read only for partitions whose target grew. The prefixes are
+    proven on up to ``threads`` threads."""
     recorded = {tp: target_ends.target_end(tp, s) for tp, s in known.items()}
     wanted = {tp: t for tp, t in recorded.items() if t is not None}
     plan = RestartPlan(dict(known), [], {})
@@ -299,23 +304,49 @@ def plan_restart(
     grown = sorted(tp for target_tp, tp in by_target.items()
                    if ends.get(target_tp) not in (None, wanted[tp]))
     starts = log_starts(grown) if log_starts is not None and grown else {}
-    with _Readers(source, target) as readers:
-        for (ttopic, partition), tp in sorted(by_target.items()):
-            now = ends.get((ttopic, partition))
-            if now is None or now == wanted[tp]:
-                continue
-            if starts.get(tp, -1) > known[tp]:
-                outcome = _recorded_prefix(target_ends, tp, ttopic, known[tp], wanted[tp], now,
-                                           starts[tp])
-            else:
-                outcome = _prove_prefix(readers, tp, ttopic, known[tp], wanted[tp], now)
-            if isinstance(outcome, str):
-                plan.fallbacks[tp] = outcome
-                plan.fallback_ends[tp] = now
-            else:
-                plan.positions[tp] = outcome.resume
-                plan.skips.append(outcome)
+    outcomes: dict[Key, Skip | str] = {}
+    proofs: list[tuple[Key, str, int]] = []
+    for (ttopic, partition), tp in sorted(by_target.items()):
+        now = ends.get((ttopic, partition))
+        if now is None or now == wanted[tp]:
+            continue
+        if starts.get(tp, -1) > known[tp]:
+            outcomes[tp] = _recorded_prefix(target_ends, tp, ttopic, known[tp], wanted[tp], now,
+                                            starts[tp])
+        else:
+            proofs.append((tp, ttopic, now))
+    outcomes |= _prove_all(proofs, known, wanted, source, target, threads)
+    for tp, outcome in sorted(outcomes.items()):
+        if isinstance(outcome, str):
+            plan.fallbacks[tp] = outcome
+            plan.fallback_ends[tp] = ends[(target_topic(tp[0]), tp[1])]
+        else:
+            plan.positions[tp] = outcome.resume
+            plan.skips.append(outcome)
     return plan
+
+
+def _prove_all(proofs: list[tuple[Key, str, int]], known: Mapping[Key, int],
+               wanted: Mapping[Key, int], source: Callable[[], JvmRecordReader],
+               target: Callable[[], JvmRecordReader], threads: int) -> dict[Key, Skip | str]:
+    """The prefixes of ``proofs`` (source partition, target topic, target end now), proven on
+    up to ``threads`` threads, each with readers of its own (a consumer is one thread's): each
+    proof waits on fetches, so a takeover after kill -9 proves every partition of the cut batch
+    in about the time of one."""
+    lanes = [proofs[i::threads] for i in range(min(threads, len(proofs)))]
+
+    def prove(lane: list[tuple[Key, str, int]]) -> dict[Key, Skip | str]:
+        with _Readers(source, target) as readers:
+            return {tp: _prove_prefix(readers, tp, ttopic, known[tp], wanted[tp], now)
+                    for tp, ttopic, now in lane}
+
+    if len(lanes) <= 1:
+        return prove(proofs)
+    outcomes: dict[Key, Skip | str] = {}
+    with ThreadPoolExecutor(len(lanes), thread_name_prefix="exactly-once-proof") as pool:
+        for done in pool.map(prove, lanes):
+            outcomes |= done
+    return outcomes
 
 
 class _Readers:

@@ -79,9 +79,16 @@ def spark_conf(
 ) -> dict[str, str]:
     """The session's conf; ``latency_plugin`` (metrics on) adds :data:`LATENCY_PLUGIN` to
     ``spark.plugins``."""
-    conf = DEFAULT_SPARK_CONF | dict(file_conf) | dict(cli_conf)
+    given = dict(file_conf) | dict(cli_conf)
+    conf = DEFAULT_SPARK_CONF | given
     if conf["spark.master"].startswith("local"):
-        conf = LOCAL_MODE_CONF | conf
+        local = dict(LOCAL_MODE_CONF)
+        if "spark.driver.host" in given:
+            # the driver binds where it is told to be reached (Spark's own default for the bind
+            # address): bound to loopback, a driver that names another address refuses its own
+            # executor's download of the connector jars, and the session does not start
+            del local["spark.driver.bindAddress"]
+        conf = local | conf
     extra = conf.get("spark.jars", "")
     conf["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
     if latency_plugin:

@@ -132,10 +132,11 @@ class FlowRunner:
         )
         self._read_kept = True  # the positions kept in Kafka are read at the next start
         # one writer per flow: the lease in Kafka (micro-batch mode)
+        lease_key, transactional_id = lease_names(flow.lag_group_id)
         self.lease = (
-            FlowLease(flow.name, lease_names(flow.lag_group_id)[1], flow.target, self.target,
+            FlowLease(flow.name, transactional_id, flow.target, self.target,
                       flow.lease_ms, member=member_id(str(state_root.resolve())),
-                      key=lease_names(flow.lag_group_id)[0],
+                      key=lease_key,
                       selects=f"{','.join(flow.topic_filter.include)} excluding "
                               f"{','.join(flow.topic_filter.exclude)}")
             if flow.lease_ms > 0 and not flow.realtime else None

@@ -156,3 +156,30 @@ def test_target_ends_first_and_recorded_positions(tmp_path: Path) -> None:
     assert ends.first_position(("orders", 0)) == 10
     assert ends.position_at(("orders", 0), 690) == 600
     assert ends.position_at(("orders", 0), 691) is None
+
+
+def test_partitions_are_proven_on_threads_each_with_readers_of_its_own(tmp_path: Path) -> None:
+    # five partitions of the cut batch, each with 2 of its records on the target (the third
+    # partition's last one differs): proven on 2 threads, each opening one source and one
+    # target reader and closing both
+    partitions = range(5)
+    source = {("orders", p): [_record(o, f"v{p}.{o}") for o in (10, 11, 12)] for p in partitions}
+    target = {("A.orders", p): [_record(100, f"v{p}.10"),
+                                _record(101, "other" if p == 2 else f"v{p}.11")]
+              for p in partitions}
+    ends = TargetEnds(tmp_path / "target-ends.json")
+    ends.record({("orders", p): (10, 100) for p in partitions})
+    opened: list[FakeLog] = []
+
+    def reader(logs: dict[tuple[str, int], list[RecordView]]) -> FakeLog:
+        opened.append(FakeLog(logs))
+        return opened[-1]
+
+    plan = plan_restart({("orders", p): 10 for p in partitions}, lambda t: f"A.{t}", ends,
+                        lambda tps: {tp: 102 for tp in tps},
+                        lambda: reader(source), lambda: reader(target),  # type: ignore[arg-type,return-value]
+                        threads=2)
+    assert plan.positions == {("orders", p): 10 if p == 2 else 12 for p in partitions}
+    assert [skip.partition for skip in plan.skips] == [0, 1, 3, 4]
+    assert list(plan.fallbacks) == [("orders", 2)] and plan.fallback_ends == {("orders", 2): 102}
+    assert len(opened) == 4 and all(log.closed for log in opened)

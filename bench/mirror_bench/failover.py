@@ -1,0 +1,477 @@
+"""Failover mode (``--failover``): one flow served by two instances under a steady produce, the one
+that writes killed half-way (``kill -9`` of its whole process tree, as when its host is lost).
+Records lost, records written twice and how long the target stalled, side by side for:
+
+- kafka-mirror: an active instance and a standby of the same flow, each with a state dir of its
+  own (as on two hosts); the active one is killed and the standby takes the lease over;
+- stock MirrorMaker 2: two dedicated-mode nodes of one Connect cluster per flow (internal REST on,
+  as KIP-710 needs for more than one node), both started before the produce; the first node is
+  killed and the Connect group moves its tasks to the other.
+
+They run one after the other, each into a destination cluster of its own, from one source cluster,
+each on a topic of its own with the same workload. Issue 28's form: 5,000 records/s into 4
+partitions for 60 s, the kill at 30 s (``--failover-rate``, ``--partitions``, ``--duration``).
+
+The figures: per partition, the target's end offsets sampled every 0.1 s from the produce's
+start; *target stall*: the longest time the whole target did not grow while records were
+waiting; *longest partition stall*: the same per partition (MirrorMaker 2's surviving node keeps
+its own tasks' partitions going, the killed node's wait for the group to give them out again:
+Connect's ``scheduled.rebalance.max.delay.ms``, 5 minutes by default); *all across*: when the
+target held every record sent, from the end of the produce. Lost and duplicates come from reading
+the whole target topic at the end (every record's key is its sequence number).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from kafka_mirror_testing.localcluster import LocalKafkaCluster, free_port
+from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2
+
+from . import class_data, km_driver, mm2_driver
+from .clusters import present_end_offsets, start_clusters, stop_clusters_and_clean
+from .common import (
+    LATENCY_CONSUMER_TUNING,
+    LATENCY_PRODUCER_TUNING,
+    SOURCE_ALIAS,
+    MirrorFailed,
+)
+from .report import machine_info
+from .workload import Workload
+
+KM_STANDING_BY = "standing by: the lease is held by"
+KM_WRITING = "this instance holds the lease now"
+KM_FIRST_LEASE = "lease taken (epoch"
+MM2_TASK = "Creating task MirrorSourceConnector-"
+SAMPLE_SECONDS = 0.1
+
+
+def add_failover_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "failover mode",
+        "a flow on two instances under steady produce, the writing one killed (kill -9 of its "
+        "process tree) half-way: lost, duplicates, stall; kafka-mirror (active + standby) and "
+        "MirrorMaker 2 (two dedicated-mode nodes) one after the other")
+    group.add_argument("--failover", action="store_true", help="run the failover mode")
+    group.add_argument("--failover-rate", type=float, default=5000.0,
+                       help="records/s over the topic's partitions (default 5000)")
+    group.add_argument("--failover-kill-at", type=float, default=None,
+                       help="seconds into the produce when the writer is killed (default: half "
+                       "of --duration)")
+    group.add_argument("--mm2-setting", type=_key_value, action="append", default=[],
+                       metavar="KEY=VALUE",
+                       help="a setting of both MirrorMaker 2 nodes (e.g. "
+                       "scheduled.rebalance.max.delay.ms=10000)")
+
+
+def failover_defaults(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """What the failover mode changes of the common options' defaults: issue 28's 4 partitions
+    and a 10-minute limit per mirror (MirrorMaker 2's killed tasks wait 5 minutes)."""
+    for key, value in (("partitions", 4), ("timeout", 600.0)):
+        if getattr(ns, key) == parser.get_default(key):
+            setattr(ns, key, value)
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+@dataclass
+class Node:
+    """One instance of a mirror under test: started, killed (its process tree), stopped."""
+
+    name: str
+    start: Callable[[], int]
+    stop: Callable[[], object]
+    log_path: Path
+    pid: int | None = None
+
+    def launch(self) -> None:
+        self.pid = self.start()
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill_tree(self) -> int:
+        """kill -9 of the process and every descendant (the Spark driver's JVM included), all
+        at once; how many processes."""
+        assert self.pid is not None
+        try:
+            root = psutil.Process(self.pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0
+        for proc in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGKILL)
+        psutil.wait_procs(tree, timeout=10)
+        return len(tree)
+
+
+@dataclass
+class Run:
+    """What one mirror's run measured."""
+
+    label: str
+    sent: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    target_stall_s: float = 0.0
+    partition_stall_s: float = 0.0
+    resumed_s: float | None = None
+    all_across_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class SteadyProducer:
+    """Records at a fixed rate into every partition of a topic, round robin, from a thread; each
+    record's key is its sequence number."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float,
+                 record_size: int) -> None:
+        from confluent_kafka import Producer
+
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.payload = b"x" * record_size
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  "acks": "all", "enable.idempotence": True,
+                                  "compression.type": "lz4"})
+        self.sent = 0
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="steady-producer", daemon=True)
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+
+    def _loop(self) -> None:
+        began = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - began) * self.rate)
+            while self.sent < due:
+                self.producer.produce(self.topic, key=b"%d" % self.sent, value=self.payload,
+                                      partition=self.sent % self.partitions,
+                                      on_delivery=self._delivered)
+                self.sent += 1
+            self.producer.poll(0)
+            time.sleep(0.005)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        if self.producer.flush(60) or self.failed:
+            raise MirrorFailed(f"records not delivered to the source: {self.failed[:3]}")
+        return self.sent
+
+
+class TargetWatch:
+    """The target topic's end offsets per partition, sampled every 0.1 s from a thread."""
+
+    def __init__(self, cluster: LocalKafkaCluster, topic: str, partitions: int) -> None:
+        self.admin = cluster.admin()
+        self.topic, self.partitions = topic, list(range(partitions))
+        self.samples: list[tuple[float, dict[int, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="target-watch", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_SECONDS):
+            ends = present_end_offsets(self.admin, self.topic, self.partitions)
+            if len(ends) == len(self.partitions):
+                self.samples.append((time.monotonic(), ends))
+
+    def start(self) -> TargetWatch:
+        self._thread.start()
+        return self
+
+    def total(self) -> int:
+        return sum(self.samples[-1][1].values()) if self.samples else 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def longest_stall(samples: list[tuple[float, int]], begin: float, until: float) -> float:
+    """The longest time between ``begin`` and ``until`` without growth of a sampled count."""
+    longest, last_growth, previous = 0.0, begin, None
+    for at, value in samples:
+        if at > until:
+            break
+        if previous is not None and value > previous and at >= begin:
+            longest = max(longest, at - last_growth)
+            last_growth = at
+        previous = value
+    return max(0.0, longest, until - last_growth)
+
+
+def count_target(cluster: LocalKafkaCluster, topic: str, ends: Mapping[int, int]
+                 ) -> collections.Counter[bytes]:
+    """How often each key is in ``topic`` up to ``ends``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "failover-count",
+                         "enable.auto.commit": False, "fetch.max.bytes": 52428800})
+    counts: collections.Counter[bytes] = collections.Counter()
+    left = {p: end for p, end in ends.items() if end > 0}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in left])
+        deadline = time.monotonic() + 300
+        while left and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, 1.0):
+                if not msg.error():
+                    counts[msg.key() or b""] += 1
+            positions = consumer.position([TopicPartition(topic, p) for p in left])
+            for tp in positions:
+                if tp.offset >= left[tp.partition]:
+                    del left[tp.partition]
+    finally:
+        consumer.close()
+    if left:
+        raise MirrorFailed(f"could not read the target {topic} to its end: {left}")
+    return counts
+
+
+def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | None],
+                     source: LocalKafkaCluster, destination: LocalKafkaCluster, topic: str,
+                     ns: argparse.Namespace) -> Run:
+    """Start ``nodes`` (the first one writes), wait until ``ready`` says both serve the flow,
+    produce for ``ns.duration`` s, kill the first node at ``kill_at``, wait until every record is
+    across (or ``ns.timeout``), count."""
+    run = Run(label)
+    partitions = ns.partitions
+    source.create_topic(topic, partitions)
+    target = f"{SOURCE_ALIAS}.{topic}"
+    # one record in each partition first: the first node writes the flow when they are across
+    from confluent_kafka import Producer
+
+    warm = Producer({"bootstrap.servers": source.bootstrap})
+    for p in range(partitions):
+        warm.produce(topic, key=b"warm", value=b"w", partition=p)
+    warm.flush(30)
+    deadline = time.monotonic() + ns.timeout
+    watch = TargetWatch(destination, target, partitions).start()
+    try:
+        nodes[0].launch()
+        while watch.total() < partitions:
+            if time.monotonic() > deadline:
+                raise MirrorFailed(f"{label}: {nodes[0].name} mirrored nothing in "
+                                   f"{ns.timeout:.0f} s")
+            time.sleep(0.5)
+        nodes[1].launch()
+        while (why := ready()) is not None:
+            if time.monotonic() > deadline:
+                raise MirrorFailed(f"{label}: not ready in {ns.timeout:.0f} s: {why}")
+            time.sleep(0.5)
+        producer = SteadyProducer(source.bootstrap, topic, partitions, ns.failover_rate,
+                                  ns.record_size)
+        kill_at = ns.failover_kill_at if ns.failover_kill_at is not None else ns.duration / 2
+        began = time.monotonic()
+        producer.start()
+        time.sleep(kill_at)
+        killed_at = time.monotonic()
+        killed = nodes[0].kill_tree()
+        print(f"{label}: {nodes[0].name} killed ({killed} processes) at "
+              f"{killed_at - began:.1f} s", flush=True)
+        time.sleep(max(0.0, began + ns.duration - time.monotonic()))
+        run.sent = producer.stop()
+        produced_until = time.monotonic()
+        # every partition's records across: its end on the target at least the source's (a
+        # partition with records written twice gets there first; the count below is exact)
+        source_ends = present_end_offsets(source.admin(), topic, list(range(partitions)))
+
+        def complete(ends: Mapping[int, int]) -> bool:
+            return all(ends.get(p, 0) >= end for p, end in source_ends.items())
+
+        while not (watch.samples and complete(watch.samples[-1][1])) \
+                and time.monotonic() < produced_until + ns.timeout:
+            time.sleep(0.5)
+        across = next((at for at, ends in watch.samples if complete(ends)), None)
+        time.sleep(3)  # late copies, if any, land before the count
+    finally:
+        watch.stop()
+    final = watch.samples[-1][1] if watch.samples else {}
+    counts = count_target(destination, target, final)
+    counts.pop(b"warm", None)
+    run.lost = sum(1 for i in range(run.sent) if counts.get(b"%d" % i, 0) == 0)
+    run.duplicates = sum(n - 1 for n in counts.values() if n > 1)
+    # each series until it reached its last value: growth stops there because the records are
+    # all across, not because the mirror stalls
+    totals = [(at, sum(ends.values())) for at, ends in watch.samples]
+    run.target_stall_s = round(longest_stall(totals, killed_at,
+                                             _reached(totals, sum(final.values()))), 1)
+    run.partition_stall_s = round(max(
+        longest_stall(series, killed_at, _reached(series, final[p]))
+        for p in range(partitions)
+        for series in [[(at, ends[p]) for at, ends in watch.samples]]), 1)
+    grown = [next((at for at, ends in watch.samples if at > killed_at
+                   and ends[p] > _at(watch.samples, killed_at)[p]), None)
+             for p in range(partitions)]
+    if all(at is not None for at in grown):
+        run.resumed_s = round(max(at for at in grown if at is not None) - killed_at, 1)
+    if across is not None:
+        run.all_across_s = round(max(0.0, across - produced_until), 1)
+    else:
+        run.notes.append(f"not every record across {ns.timeout:.0f} s after the produce")
+    return run
+
+
+def _reached(series: list[tuple[float, int]], value: int) -> float:
+    """When a sampled count first reached ``value``."""
+    return next(at for at, count in series if count >= value)
+
+
+def _at(samples: list[tuple[float, dict[int, int]]], moment: float) -> dict[int, int]:
+    """The last sample taken at or before ``moment``."""
+    found = samples[0][1]
+    for at, ends in samples:
+        if at > moment:
+            break
+        found = ends
+    return found
+
+
+def _km_nodes(ns: argparse.Namespace, workdir: Path, source: LocalKafkaCluster,
+              destination: LocalKafkaCluster, topic: str) -> list[Node]:
+    props = km_driver.kafka_mirror_config(
+        source, destination, Workload(0, ns.record_size, ns.partitions, ns.compression),
+        ns.max_records_per_batch, dict(ns.km_producer), topics=topic,
+        consumer=LATENCY_CONSUMER_TUNING, producer=LATENCY_PRODUCER_TUNING,
+        consumer_extra=dict(ns.km_consumer), class_data_dir=ns.km_class_data_dir)
+    spark_conf = {"spark.driver.memory": ns.driver_memory, **dict(ns.spark_conf)}
+    nodes = []
+    for name in ("a", "b"):
+        km = km_driver.KafkaMirrorProcess(props, workdir / f"kafka-mirror-{name}", spark_conf)
+        nodes.append(Node(f"kafka-mirror {name}", km.start, partial(km.stop, None), km.log_path))
+    return nodes
+
+
+def _mm2_nodes(ns: argparse.Namespace, workdir: Path, source: LocalKafkaCluster,
+               destination: LocalKafkaCluster, topic: str) -> list[Node]:
+    props = mm2_driver.mm2_config(
+        source, destination, Workload(0, ns.record_size, ns.partitions, ns.compression),
+        topics=topic, consumer=LATENCY_CONSUMER_TUNING, producer=LATENCY_PRODUCER_TUNING)
+    props["dedicated.mode.enable.internal.rest"] = "true"
+    props.update(dict(ns.mm2_setting))
+    nodes = []
+    for name in ("1", "2"):
+        mm2 = StockMirrorMaker2(props | {"listeners": f"http://127.0.0.1:{free_port()}"},
+                                workdir / f"mm2-{name}", heap=ns.mm2_heap)
+
+        def start(mm2: StockMirrorMaker2 = mm2) -> int:
+            mm2.start(wait_started=None)
+            assert mm2.pid is not None
+            return mm2.pid
+
+        nodes.append(Node(f"MirrorMaker 2 node {name}", start, partial(mm2.stop, timeout=30),
+                          mm2.log_path))
+    return nodes
+
+
+def run_failover(ns: argparse.Namespace, command: str) -> dict[str, Any]:
+    workdir = (ns.workdir.resolve() if ns.workdir
+               else Path(tempfile.mkdtemp(prefix="mirror-bench-failover-")))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"work directory {workdir}", flush=True)
+    kinds = ["kafka-mirror", "mm2"] if ns.only == "both" else [ns.only]
+    report: dict[str, Any] = {
+        "command": command, "mode": "failover",
+        "settings": {"rate": ns.failover_rate, "partitions": ns.partitions,
+                     "duration_s": ns.duration, "record_size": ns.record_size,
+                     "kill_at_s": ns.failover_kill_at or ns.duration / 2,
+                     "mm2_settings": dict(ns.mm2_setting)},
+        "machine": machine_info(), "loadavg": {"start": os.getloadavg()}, "runs": {},
+    }
+    source = LocalKafkaCluster("source", workdir, heap=ns.broker_heap)
+    destinations = {kind: LocalKafkaCluster(f"destination-{kind}", workdir, heap=ns.broker_heap)
+                    for kind in kinds}
+    clusters = [source, *destinations.values()]
+    nodes: list[Node] = []
+    try:
+        if "kafka-mirror" in kinds:
+            class_data.prime(ns.km_class_data_dir)
+        start_clusters(clusters)
+        for kind in kinds:
+            topic = f"failover-{kind}"
+            if kind == "kafka-mirror":
+                nodes = _km_nodes(ns, workdir, source, destinations[kind], topic)
+                label, marker = "kafka-mirror (active + standby)", KM_STANDING_BY
+            else:
+                nodes = _mm2_nodes(ns, workdir, source, destinations[kind], topic)
+                label, marker = "MirrorMaker 2 (2 nodes)", MM2_TASK
+
+            def ready(nodes: list[Node] = nodes, marker: str = marker) -> str | None:
+                """None once the second node serves the flow (its log says so)."""
+                if marker in nodes[1].output():
+                    return None
+                return f"{nodes[1].name} logged no {marker!r}"
+
+            try:
+                run = measure_failover(label, nodes, ready, source, destinations[kind], topic, ns)
+            finally:
+                for node in nodes:
+                    with contextlib.suppress(Exception):
+                        node.stop()
+            report["runs"][kind] = run.as_dict()
+            print(f"{label}: {run.as_dict()}", flush=True)
+    finally:
+        stop_clusters_and_clean(clusters, workdir, ns.keep)
+    report["loadavg"]["end"] = os.getloadavg()
+    print(format_failover(report), flush=True)
+    return report
+
+
+def format_failover(report: dict[str, Any]) -> str:
+    """The runs side by side."""
+    runs = report["runs"]
+    s = report["settings"]
+    rows: list[tuple[str, str]] = [
+        ("records sent", "sent"), ("lost", "lost"), ("duplicates", "duplicates"),
+        ("target stall after the kill (s)", "target_stall_s"),
+        ("longest partition stall (s)", "partition_stall_s"),
+        ("every partition growing again after (s)", "resumed_s"),
+        ("all across, after the produce ended (s)", "all_across_s"),
+    ]
+    labels = {"kafka-mirror": "kafka-mirror", "mm2": "MirrorMaker 2"}
+    width = 42
+    lines = [f"failover: {s['rate']:,.0f} records/s into {s['partitions']} partitions for "
+             f"{s['duration_s']:.0f} s, the writer killed (kill -9 of its process tree) at "
+             f"{s['kill_at_s']:.0f} s",
+             "".ljust(width) + "".join(labels[k].rjust(16) for k in runs)]
+    for title, key in rows:
+        cells = []
+        for run in runs.values():
+            value = run.get(key)
+            cells.append("-" if value is None else f"{value:,}" if isinstance(value, int)
+                         else f"{value:.1f}")
+        lines.append(title.ljust(width) + "".join(c.rjust(16) for c in cells))
+    for kind, run in runs.items():
+        lines.extend(f"{labels[kind]}: {note}" for note in run["notes"])
+    return "\n".join(lines)

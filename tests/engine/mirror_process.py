@@ -193,17 +193,34 @@ def end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+# a group coordinator changing hands or loading (asked again)
+COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                KafkaError.COORDINATOR_NOT_AVAILABLE})
+
+
 def committed_offsets(cluster: LocalKafkaCluster, group: str,
                       partitions: Iterable[tuple[str, int]], timeout: float = 15) -> dict[
                           tuple[str, int], int]:
     """The group's committed offsets (-1 where none), read by a client in the group that never
     joins it (librdkafka's admin call for this crashes the process when the coordinator is
-    still loading: librdkafka issue 5040)."""
+    still loading: librdkafka issue 5040). A coordinator that moves or loads meanwhile
+    (NOT_COORDINATOR and the like, which the broker answers while the group's partition changes
+    hands) is asked again, within ``timeout``."""
+    wanted = [TopicPartition(t, p) for t, p in partitions]
+    deadline = time.monotonic() + timeout
     consumer = Consumer(cluster.client_config(**{"group.id": group,
                                                  "enable.auto.commit": "false"}))
     try:
-        result = consumer.committed([TopicPartition(t, p) for t, p in partitions],
-                                    timeout=timeout)
+        while True:
+            try:
+                result = consumer.committed(wanted, timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except KafkaException as exc:
+                error = exc.args[0]
+                if time.monotonic() >= deadline or not (
+                        error.retriable() or error.code() in COORDINATOR_MOVING):
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
     return {(tp.topic, tp.partition): tp.offset if tp.offset >= 0 else -1 for tp in result}

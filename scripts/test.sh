@@ -5,8 +5,7 @@
 #      unit tests, and its modules against real Kafka clusters
 #   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise)
 # After the engine's tests, two lanes run side by side (neither keeps the 2 CPUs busy alone):
-# ansible-lint, sanity and the importer then Molecule's default scenario; the other Ansible checks
-# then Molecule's kerberos.
+# ansible-lint then Molecule's default scenario; the other Ansible checks then Molecule's kerberos.
 # Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only. Long suites (fault
 # injection, Molecule) run in a short CI form; KAFKA_MIRROR_FULL=1 runs their full forms.
 set -euo pipefail
@@ -107,25 +106,25 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "NOTICE: Molecule scenarios skipped: they need root (network namespaces, systemd-nspawn)"
   exit 0
 fi
-# Two lanes side by side, as neither keeps the 2 CPUs busy alone. The CI form: ansible-lint,
-# ansible-test sanity and galaxy-importer, then Molecule's default scenario (~70 % busy alone); the
-# other Ansible checks (the modules step ~50 % busy alone: brokers starting, playbooks waiting on
-# them) then Molecule's kerberos scenario (~70 %): about the same time each (stop 48, measured beside
-# each other: default 1,080 s of verify and 240 s of converge; kerberos 276 s of converge and 494 s
-# of verify; the checks 653 s, of which lint 75, sanity 57 and modules 568). The modules' brokers are
-# on 127.0.0.1, the KDC and the Kerberized brokers on the bridge address on ports of their own, and
-# each scenario's hosts in network namespaces of their own (the scenarios share the bridge, its
-# blackhole route, the rootfs and the controller's artifacts, each under a lock). The full form runs
-# all five scenarios one after the other in the first lane (kerberos, fleet and spark_cluster share
-# hosts' addresses or the realm, fleet the controller's clusters of default). What all use was
-# prepared before the engine tests (.venv-ansible), so none changes it while the others run. The
-# second lane's output is printed when both are done.
+# Two lanes side by side, as neither keeps the 2 CPUs busy alone. The CI form: ansible-lint then
+# Molecule's default scenario (~70 % busy alone); the other Ansible checks (the modules step ~50 %
+# busy alone: brokers starting, playbooks waiting on them) then Molecule's kerberos scenario (~70 %).
+# Stop 48, side by side: lint 54 s then default 1,304 s (converge 222, idempotence 144, verify 813
+# of which the rolling apply 605 and the check-mode run 120); sanity, importer, units, awx and
+# modules about 440 s then kerberos 694 s (verify: the upgrade and rollback 407). The modules'
+# brokers are on 127.0.0.1, the KDC and the Kerberized brokers on the bridge address on ports of
+# their own, and each scenario's hosts in network namespaces of their own (the scenarios share the
+# bridge, its blackhole route, the rootfs and the controller's artifacts, each under a lock). The
+# full form runs all five scenarios one after the other in the first lane (kerberos, fleet and
+# spark_cluster share hosts' addresses or the realm, fleet the controller's clusters of default).
+# What all use was prepared before the engine tests (.venv-ansible), so none changes it while the
+# others run. The second lane's output is printed when both are done.
 if [ "${KAFKA_MIRROR_FULL:-0}" = 0 ]; then
   main_lane=(default) second_lane=(kerberos)
 else
   main_lane=() second_lane=()   # ansible-molecule.sh without names: every scenario, in its order
 fi
-FIRST_CHECKS=(lint sanity importer) SECOND_CHECKS=(units awx modules)
+FIRST_CHECKS=(lint) SECOND_CHECKS=(sanity importer units awx modules)
 lane_log=$(mktemp /tmp/kafka-mirror-ansible-lane-log.XXXXXX)
 (checks_rc=0 molecule_rc=0
  scripts/ansible-checks.sh "${SECOND_CHECKS[@]}" || checks_rc=$?

@@ -138,7 +138,6 @@ class Run:
     duplicates: int = 0
     target_stall_s: float = 0.0
     partition_stall_s: float = 0.0
-    resumed_s: float | None = None
     all_across_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -331,11 +330,6 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
         longest_stall(series, killed_at, _reached(series, final[p]))
         for p in range(partitions)
         for series in [[(at, ends[p]) for at, ends in watch.samples]]), 1)
-    grown = [next((at for at, ends in watch.samples if at > killed_at
-                   and ends[p] > _at(watch.samples, killed_at)[p]), None)
-             for p in range(partitions)]
-    if all(at is not None for at in grown):
-        run.resumed_s = round(max(at for at in grown if at is not None) - killed_at, 1)
     if across is not None:
         run.all_across_s = round(max(0.0, across - produced_until), 1)
     else:
@@ -346,16 +340,6 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
 def _reached(series: list[tuple[float, int]], value: int) -> float:
     """When a sampled count first reached ``value``."""
     return next(at for at, count in series if count >= value)
-
-
-def _at(samples: list[tuple[float, dict[int, int]]], moment: float) -> dict[int, int]:
-    """The last sample taken at or before ``moment``."""
-    found = samples[0][1]
-    for at, ends in samples:
-        if at > moment:
-            break
-        found = ends
-    return found
 
 
 def _km_nodes(ns: argparse.Namespace, workdir: Path, source: LocalKafkaCluster,
@@ -456,7 +440,6 @@ def format_failover(report: dict[str, Any]) -> str:
         ("records sent", "sent"), ("lost", "lost"), ("duplicates", "duplicates"),
         ("target stall after the kill (s)", "target_stall_s"),
         ("longest partition stall (s)", "partition_stall_s"),
-        ("every partition growing again after (s)", "resumed_s"),
         ("all across, after the produce ended (s)", "all_across_s"),
     ]
     labels = {"kafka-mirror": "kafka-mirror", "mm2": "MirrorMaker 2"}

@@ -5,7 +5,7 @@
 #      unit tests, and its modules against real Kafka clusters
 #   3. Molecule scenarios on real systemd hosts (needs root; skipped, with a notice, otherwise)
 # After the engine's tests, two lanes run side by side (neither keeps the 2 CPUs busy alone):
-# Molecule's default scenario; the Ansible checks (ansible-lint first) then Molecule's kerberos.
+# ansible-lint then Molecule's default scenario; the other Ansible checks then Molecule's kerberos.
 # Extra arguments go to pytest. KAFKA_MIRROR_TESTS=engine runs part 1 only. Long suites (fault
 # injection, Molecule) run in a short CI form; KAFKA_MIRROR_FULL=1 runs their full forms.
 set -euo pipefail
@@ -106,15 +106,14 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "NOTICE: Molecule scenarios skipped: they need root (network namespaces, systemd-nspawn)"
   exit 0
 fi
-# Two lanes side by side, as neither keeps the 2 CPUs busy alone. The CI form: Molecule's default
-# scenario (~70 % busy alone); the Ansible checks (the modules step ~50 % busy alone: brokers
-# starting, playbooks waiting on them) then Molecule's kerberos scenario (~70 %).
+# Two lanes side by side, as neither keeps the 2 CPUs busy alone. The CI form: ansible-lint then
+# Molecule's default scenario (~70 % busy alone); the other Ansible checks (the modules step ~50 %
+# busy alone: brokers starting, playbooks waiting on them) then Molecule's kerberos scenario (~70 %).
 # Stop 48, side by side (sanity 32 s and the importer 8 s then in the first lane): lint 54 s then
 # default 1,304 s (converge 222, idempotence 144, verify 813 of which the rolling apply 605 and the
 # check-mode run 120); units, awx and modules about 437 s then kerberos 694 s (verify: the upgrade
 # and rollback 407); the first lane the longer by 290 s, so sanity and the importer went back to
-# the second, and with lint there too the lanes would be about 1,304 and 1,225 s: every check
-# runs in the second lane, Molecule's default alone in the first. The modules'
+# the second. The modules'
 # brokers are on 127.0.0.1, the KDC and the Kerberized brokers on the bridge address on ports of
 # their own, and each scenario's hosts in network namespaces of their own (the scenarios share the
 # bridge, its blackhole route, the rootfs and the controller's artifacts, each under a lock). The
@@ -127,19 +126,20 @@ if [ "${KAFKA_MIRROR_FULL:-0}" = 0 ]; then
 else
   main_lane=() second_lane=()   # ansible-molecule.sh without names: every scenario, in its order
 fi
-CHECKS=(lint sanity importer units awx modules)
+FIRST_CHECKS=(lint) SECOND_CHECKS=(sanity importer units awx modules)
 lane_log=$(mktemp /tmp/kafka-mirror-ansible-lane-log.XXXXXX)
 (checks_rc=0 molecule_rc=0
- scripts/ansible-checks.sh "${CHECKS[@]}" || checks_rc=$?
- echo "== Ansible checks (${CHECKS[*]}): exit $checks_rc"
+ scripts/ansible-checks.sh "${SECOND_CHECKS[@]}" || checks_rc=$?
+ echo "== Ansible checks (${SECOND_CHECKS[*]}): exit $checks_rc"
  [ ${#second_lane[@]} -eq 0 ] || scripts/ansible-molecule.sh "${second_lane[@]}" || molecule_rc=$?
  [ "$checks_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]) >"$lane_log" 2>&1 &
 lane=$!
-molecule_rc=0
+first_rc=0 molecule_rc=0
+scripts/ansible-checks.sh "${FIRST_CHECKS[@]}" || first_rc=$?
 scripts/ansible-molecule.sh "${main_lane[@]}" || molecule_rc=$?
 lane_rc=0
 wait "$lane" || lane_rc=$?
-echo "== the Ansible checks (${CHECKS[*]})${second_lane[*]:+ and Molecule ${second_lane[*]}}, run beside: exit $lane_rc"
+echo "== the Ansible checks (${SECOND_CHECKS[*]})${second_lane[*]:+ and Molecule ${second_lane[*]}}, run beside: exit $lane_rc"
 cat "$lane_log"
 rm -f "$lane_log"
-[ "$lane_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]
+[ "$first_rc" -eq 0 ] && [ "$lane_rc" -eq 0 ] && [ "$molecule_rc" -eq 0 ]

@@ -4,8 +4,14 @@ import os
 import re
 import subprocess
 
+import pytest
+
 
 def test_check_mode_of_converged_hosts_reports_no_change():
+    if os.environ.get("MOLECULE_SCENARIO_NAME") == "default":
+        # the rolling apply's plan there is a check-mode run of the converged hosts whose changed
+        # tasks must be exactly those its apply changed (test_rolling_apply): one run less
+        pytest.skip("checked by the rolling apply's plan in the default scenario")
     inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
     playbook = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "_shared", "converge.yml")
     # every host at once (kafka_mirror_serial: nothing restarts in check mode, so nothing rolls)

@@ -1,7 +1,10 @@
 """kafka.mirror.site applies a change rolling (issue 29): a topic-list change, planned with
 `--check --diff` (the mm2.properties line shows, no secret does), applied with
 `mirror_restart_mode=deferred` (files changed, no mirror restarted, each host reports the pending
-restart), then reverted with the default mode under continuous produce: the mirror hosts restart one
+restart; the plan named exactly the tasks the apply changed, host by host, and those are only the
+two the change touches: check mode on the converged hosts plans nothing else, which is
+test_check_mode's check in this scenario, and a second run changes nothing else, which is the
+idempotence check of the CI form: scripts/ansible-molecule.sh), then reverted with the default mode under continuous produce: the mirror hosts restart one
 at a time, those that write no flow first (the stock MirrorMaker 2 hosts: no /status to say they
 write), then km-default (its /status: it writes its flow), each waited for on its own readiness
 before the next host's play runs, and no record is lost on any of the three mirrors. Run once, from km-default, in the default
@@ -12,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -27,8 +31,22 @@ SECRETS = ("s3cr", "scr:ape", "molecule-store")
 def _site(*args, timeout=1200):
     inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
     playbook = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "_shared", "converge.yml")
-    return subprocess.run(["ansible-playbook", "-i", inventory, playbook, "-e", "kafka_mirror_restart_pause=3",
-                           *args], capture_output=True, text=True, timeout=timeout, check=False)
+    began = time.monotonic()
+    run = subprocess.run(["ansible-playbook", "-i", inventory, playbook, "-e", "kafka_mirror_restart_pause=3",
+                          *args], capture_output=True, text=True, timeout=timeout, check=False)
+    print(f"site {' '.join(args)}: {time.monotonic() - began:.0f} s")   # where the test's time goes (-s)
+    return run
+
+
+def _changed_tasks(stdout):
+    """The (host, task) pairs a playbook run reports changed (handlers included)."""
+    changed, task = set(), None
+    for line in stdout.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.split("[", 1)[1].rsplit("]", 1)[0]
+        elif line.startswith("changed: ["):
+            changed.add((line.split("[", 1)[1].split("]", 1)[0].split(" -> ", 1)[0], task))
+    return changed
 
 
 def _pids(inventory_host):
@@ -55,7 +73,8 @@ def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read
 
     # the plan: every mirror host's mm2.properties diff shows the new topics.exclude, no secret shows
     # the plan and the deferred apply restart nothing: every host at once (kafka_mirror_serial)
-    plan = _site("--check", "--diff", "-e", change, "-e", "kafka_mirror_serial=100%")
+    plan = _site("--check", "--diff", "-e", change, "-e", "mirror_restart_mode=deferred",
+                 "-e", "kafka_mirror_serial=100%")
     assert plan.returncode == 0, plan.stdout[-4000:] + plan.stderr[-2000:]
     added = [line for line in plan.stdout.splitlines()
              if line.startswith("+topics.exclude=") and "rolling-excluded" in line]
@@ -71,6 +90,14 @@ def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read
         assert f"{name}: kafka-mirror runs its previous configuration until it is restarted" in deferred.stdout, \
             deferred.stdout[-3000:]
     assert "restarted; " not in deferred.stdout
+    # check mode predicted the apply: the same tasks changed on the same hosts; and the apply, a
+    # second site run on the converged hosts, changed only what the change touches: the site is
+    # idempotent (the CI form's check of it; the full form also runs Molecule's idempotence step)
+    planned, applied = _changed_tasks(plan.stdout), _changed_tasks(deferred.stdout)
+    assert planned == applied, (sorted(planned - applied), sorted(applied - planned))
+    touched = {task for _, task in applied}
+    assert touched <= {"kafka.mirror.mirror : MirrorMaker 2 style configuration (mm2.properties)",
+                       "kafka.mirror.mirror : Restart of kafka-mirror deferred"}, sorted(touched)
     assert _pids(inventory_host) == pids
     assert EXCLUDED in host.file("/etc/kafka-mirror/mm2.properties").content_string.replace("\\\\", "\\")
 

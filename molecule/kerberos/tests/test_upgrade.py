@@ -34,9 +34,12 @@ def _site(name, *args, timeout=1500):
     playbook = os.path.join(REPO, "molecule", "_shared", "converge.yml")
     # the controller's modules log in with their own keytabs: not the verifier's credential cache
     env = {k: v for k, v in os.environ.items() if k != "KRB5CCNAME"}
-    return subprocess.run(["ansible-playbook", "-i", inventory, playbook, "--limit", name,
-                           "-e", "kafka_mirror_restart_pause=3", *args],
-                          capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    began = time.monotonic()
+    run = subprocess.run(["ansible-playbook", "-i", inventory, playbook, "--limit", name,
+                          "-e", "kafka_mirror_restart_pause=3", *args],
+                         capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    print(f"site {' '.join(args)}: {time.monotonic() - began:.0f} s")   # where the test's time goes (-s)
+    return run
 
 
 def _site_under_produce(name, state, tmp, *args):

@@ -5,7 +5,15 @@
 # sudo when not root).
 ansible_venv() {
   local venv=$1 repo=$2 py=${PYTHON:-python3}
-  [ -x "$venv/bin/ansible-test" ] && [ -x "$venv/bin/ansible-lint" ] && [ -x "$venv/bin/molecule" ] && return 0
+  local want stamp=$venv/.requirements-ansible.sha256
+  want=$(sha256sum "$repo/requirements-ansible.txt" | cut -d' ' -f1)
+  if [ -x "$venv/bin/ansible-test" ] && [ -x "$venv/bin/ansible-lint" ] && [ -x "$venv/bin/molecule" ]; then
+    [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && return 0
+    # an existing venv of an older requirements-ansible.txt: brought to this one
+    echo "== updating $venv (requirements-ansible.txt changed)"
+    "$venv/bin/pip" install -q -r "$repo/requirements-ansible.txt" && echo "$want" >"$stamp"
+    return
+  fi
   local missing=() p
   for p in libkrb5-dev gcc; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -21,4 +29,5 @@ ansible_venv() {
   "$py" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip
   "$venv/bin/pip" install -q -r "$repo/requirements-ansible.txt"
+  echo "$want" >"$stamp"
 }

@@ -43,7 +43,7 @@ def client_conf(state, tmp, side, who, **extra):
 def produce(state, tmp, sent, producer=None):
     """``sent`` ({(topic, key): partition}) produced to the source as the verifier's principal."""
     from confluent_kafka import Producer
-    producer = producer or Producer(client_conf(state, tmp, "source", "molecule-client"))
+    producer = producer or Producer(client_conf(state, tmp, "source", "molecule-client", **{"enable.idempotence": True}))
     for (topic, key), partition in sent.items():
         producer.produce(topic, key=key, value=b"kerberos", partition=partition)
     assert producer.flush(60) == 0, "records not delivered to the source over GSSAPI"

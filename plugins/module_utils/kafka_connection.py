@@ -240,9 +240,14 @@ _krb5_state = {}
 
 
 def _krb5_private_dir():
-    """A private directory (mode 0700) for this module run's Kerberos caches, removed at exit."""
-    if 'dir' not in _krb5_state:
-        _krb5_state['saved'] = dict((k, os.environ.get(k)) for k in _KRB5_ENV)
+    """A private directory (mode 0700) for this module run's Kerberos caches, removed at exit.
+
+    Made again when the last one is gone: a runner that keeps module_utils imported between
+    module runs (Mitogen's persistent interpreter) runs each run's exit handlers at its end,
+    which removes the directory but leaves this module's state."""
+    if not os.path.isdir(_krb5_state.get('dir', '')):
+        # the environment before the first login (a later one's would hold that login's cache)
+        _krb5_state.setdefault('saved', dict((k, os.environ.get(k)) for k in _KRB5_ENV))
         _krb5_state['dir'] = tempfile.mkdtemp(prefix='kafka.mirror-krb5-')
         atexit.register(shutil.rmtree, _krb5_state['dir'], True)
     return _krb5_state['dir']

@@ -53,7 +53,8 @@ def _producing(topic, pause=0.01, partitions=3):
     sent, stop, failures = {}, threading.Event(), []
 
     def produce():
-        producer = Producer({"bootstrap.servers": SOURCE, "linger.ms": 5})
+        # idempotent: a retried produce request never writes a record twice on the source
+        producer = Producer({"bootstrap.servers": SOURCE, "linger.ms": 5, "enable.idempotence": True})
         i = 0
         while not stop.is_set():
             key = f"{marker}-{i}".encode()

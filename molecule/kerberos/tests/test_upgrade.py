@@ -46,7 +46,10 @@ def _site_under_produce(name, state, tmp, *args):
     """kafka.mirror.site on host ``name`` with ``args`` while records go to the source's TOPIC (from 2 s before the run
     to 2 s after it); returns the run and {(topic, key): partition} of every record sent."""
     from confluent_kafka import Producer
-    producer = Producer(client_conf(state, tmp, "source", "molecule-client", **{"linger.ms": 5}))
+    # idempotent: a produce request retried under load never writes a record twice on the source,
+    # so a record twice on the target is the mirror's
+    producer = Producer(client_conf(state, tmp, "source", "molecule-client",
+                                    **{"linger.ms": 5, "enable.idempotence": True}))
     result = {}
     run = threading.Thread(target=lambda: result.update(proc=_site(name, *args)))
     marker, sent = uuid.uuid4().hex, {}

@@ -5,6 +5,7 @@ __metaclass__ = type
 
 import logging
 import os
+import shutil
 
 import pytest
 
@@ -99,6 +100,20 @@ def test_kerberos_login_uses_a_private_cache_per_side(tmp_path, monkeypatch):
     assert oct(os.stat(os.path.dirname(src_cache[5:])).st_mode & 0o777) == '0o700'
     calls = log.read_text().splitlines()
     assert calls == ['-c %s -k -t /k/src.keytab src@R' % src_cache, '-c %s -k -t /k/dst.keytab dst@R' % dst_cache]
+
+
+def test_kerberos_login_makes_a_new_private_directory_when_an_earlier_run_removed_its_own(tmp_path, monkeypatch):
+    """A persistent interpreter (Mitogen) keeps module_utils between module runs but runs each
+    run's exit handlers, which remove the caches' directory: the next login makes a new one."""
+    log = _fake_kinit(tmp_path, monkeypatch, 0)
+    kerberos_login(_gssapi_params(), 'source')
+    first = os.path.dirname(os.environ['KRB5CCNAME'][5:])
+    shutil.rmtree(first)   # the first run's exit handler
+    kerberos_login(_gssapi_params(), 'source')
+    second = os.path.dirname(os.environ['KRB5CCNAME'][5:])
+    assert second != first and os.path.isdir(second)
+    assert oct(os.stat(second).st_mode & 0o777) == '0o700'
+    assert len(log.read_text().splitlines()) == 2
 
 
 def test_kerberos_login_failure_names_the_side_with_kinits_words(tmp_path, monkeypatch):

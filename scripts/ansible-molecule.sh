@@ -41,8 +41,10 @@ bash molecule/_shared/nspawn-host.sh rootfs
 # the default scenario's second site run covers the tasks both share, and the Kerberos tasks'
 # second run is in the full form: kerberos and fleet): destroy, converge (which creates and
 # prepares first), verify, destroy. The CI form's default scenario skips Molecule's idempotence run
-# too (156 s in CI): its rolling apply's deferred step is that second run, on the converged hosts,
-# and fails on any changed task but the two its change touches. The full form runs every
+# too (156 s in CI): its rolling apply is that second run, on the converged hosts, and fails on any
+# changed task but the one its change touches and the restart's own. In the CI form the rolling
+# apply has no deferred step and no revert, and the kerberos upgrade test no rollback run (a site
+# run each); the full form runs them. The full form runs every
 # scenario's whole sequence.
 # Each step's start is stamped with the seconds since the scenario began (where CI time goes).
 stamp_steps() {
@@ -61,8 +63,8 @@ scenario_steps() {
       molecule "$step" -s "$s" || return 1
     done
   elif [ "$s" = default ] && [ "${KAFKA_MIRROR_FULL:-0}" = 0 ]; then
-    # without Molecule's idempotence run: the rolling apply's deferred step is a second site run
-    # on the converged hosts that must change nothing but the two tasks its change touches
+    # without Molecule's idempotence run: the rolling apply is a second site run on the converged
+    # hosts that must change nothing but the task its change touches and the restart's own
     # (molecule/_shared/tests/test_rolling_apply.py); the full form keeps it
     for step in destroy converge side-effect verify cleanup destroy; do
       molecule "$step" -s "$s" || return 1

@@ -8,7 +8,8 @@ instance, archives its state to /var/lib/kafka-mirror-snapshots and starts it on
 installation, waited for like any rolling restart; every record produced meanwhile is on the target
 exactly once. Pointed back at V's bundle, the preflight refuses the older version and changes nothing;
 with mirror_allow_downgrade=true the rollback runs the same way (a second snapshot, 0 lost, 0
-duplicates). Both bundles hold the same code: what is tested is the upgrade path, not a change of
+duplicates): in the full form (KAFKA_MIRROR_FULL=1) only, as it is the upgrade's path again and a
+site run of its own (the CI form's time). Both bundles hold the same code: what is tested is the upgrade path, not a change of
 the engine."""
 
 import json
@@ -25,6 +26,7 @@ REPO = os.environ.get("MOLECULE_PROJECT_DIRECTORY", "")
 SNAPSHOTS = "/var/lib/kafka-mirror-snapshots"
 VENV = "/opt/kafka-mirror/venv"
 TOPIC, PARTITIONS = "molecule.orders", 3
+FULL = os.environ.get("KAFKA_MIRROR_FULL", "0") not in ("", "0")
 
 
 def _site(name, *args, timeout=1500):
@@ -136,7 +138,10 @@ def test_upgrade_then_rollback_by_bundle_under_produce(krb_host, state, krb_env)
     assert _installed(host) == new_version
     assert host.check_output("systemctl show -p MainPID --value kafka-mirror") == pid
 
-    # the rollback: allowed, the same path as the upgrade
+    # the rollback: allowed, the same path as the upgrade (its own site run: the full form only,
+    # KAFKA_MIRROR_FULL=1; the CI form ends with the refusal above)
+    if not FULL:
+        return
     rollback, sent = _site_under_produce(name, state, krb_env, "-e", "mirror_allow_downgrade=true")
     assert rollback.returncode == 0, rollback.stdout[-4000:] + rollback.stderr[-2000:]
     assert f"{name}: kafka-mirror {new_version} -> {version}, pyspark " in rollback.stdout, rollback.stdout[-4000:]

@@ -6,8 +6,10 @@ confidential clients get tokens by the client credentials grant (``idp.token_end
 validate them with the realm's keys (``idp.jwks_endpoint``, :func:`oauth_cluster`).
 
 The distribution is fetched once with Maven into ``${KAFKA_MIRROR_CACHE:-~/.cache/kafka-mirror}``
-and started there once, so that Keycloak's build step (about 40 s on 2 cores) is done then; each
-provider runs from a copy of that home (its database and logs are its own).
+and started there once, so that Keycloak's build step (about 40 s on 2 cores) is done then, and the
+database that first start made (its schema and master realm, about 20 s of every start on 2 cores)
+is kept beside it with its admin's password; each provider runs from a copy of that home and of
+that database (its database and logs are its own) and imports its realm at start.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ OAUTH_LISTENER = "OAUTH"
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+# in the cached home: the first start's database (data/h2) and its admin's password
+_DATABASE = ".database"
 
 
 def _cache_dir() -> Path:
@@ -60,12 +64,12 @@ def keycloak_home(timeout: float = 600.0) -> Path:
     """The cached, already built Keycloak home (fetched, unpacked and started once)."""
     cache = _cache_dir()
     home = cache / f"keycloak-{KEYCLOAK_VERSION}"
-    if (home / ".built").exists():
+    if (home / ".built").exists() and (home / _DATABASE).is_dir():
         return home
     cache.mkdir(parents=True, exist_ok=True)
     with (cache / f"keycloak-{KEYCLOAK_VERSION}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (home / ".built").exists():
+        if (home / ".built").exists() and (home / _DATABASE).is_dir():
             return home
         with tempfile.TemporaryDirectory(dir=cache, prefix="keycloak-") as scratch:
             work = Path(scratch)
@@ -77,10 +81,17 @@ def keycloak_home(timeout: float = 600.0) -> Path:
             subprocess.run(["unzip", "-q", str(archive), "-d", str(work)], check=True,
                            timeout=timeout)
             built = work / f"keycloak-{KEYCLOAK_VERSION}"
-            # the first start builds the server (lib/quarkus); its database is thrown away
-            with LocalOidcProvider(work / "first-start", clients={}, home=built,
-                                   start_timeout=timeout):
+            # the first start builds the server (lib/quarkus) and the database every provider
+            # starts from (schema, master realm, its admin), kept with the admin's password
+            first = LocalOidcProvider(work / "first-start", clients={}, home=built,
+                                      start_timeout=timeout, realm=False)
+            with first:
                 pass
+            (built / _DATABASE).mkdir()
+            (built / "data" / "h2").rename(built / _DATABASE / "h2")
+            password = built / _DATABASE / "admin-password"
+            password.write_text(first._admin_password, encoding="utf-8")
+            password.chmod(0o600)
             shutil.rmtree(built / "data", ignore_errors=True)
             (built / ".built").touch()
             shutil.rmtree(home, ignore_errors=True)
@@ -101,6 +112,7 @@ class LocalOidcProvider(Service):
         heap: str = "512m",
         home: Path | None = None,
         start_timeout: float = 180.0,
+        realm: bool = True,
     ) -> None:
         self.workdir = Path(workdir)
         self.clients = dict(clients)
@@ -108,6 +120,7 @@ class LocalOidcProvider(Service):
         self.heap = heap
         self._home = home
         self.start_timeout = start_timeout
+        self._import_realm = realm   # False: the master realm only (the cached database)
         self.port = 0
         self._admin_password = secrets.token_urlsafe(12)
         self._proc: JvmProcess | None = None
@@ -175,8 +188,13 @@ class LocalOidcProvider(Service):
             if not self._home.exists():
                 shutil.copytree(source, self._home, symlinks=True)
         home = self._home
-        (home / "data" / "import").mkdir(parents=True, exist_ok=True)
-        (home / "data" / "import" / f"{REALM}-realm.json").write_text(json.dumps(self._realm()))
+        database = home / _DATABASE
+        if database.is_dir() and not (home / "data" / "h2").exists():
+            shutil.copytree(database / "h2", home / "data" / "h2")
+            self._admin_password = (database / "admin-password").read_text(encoding="utf-8")
+        if self._import_realm:
+            (home / "data" / "import").mkdir(parents=True, exist_ok=True)
+            (home / "data" / "import" / f"{REALM}-realm.json").write_text(json.dumps(self._realm()))
         self.port = free_port()
         java = Path(java_executable()).resolve()
         env = {"JAVA_HOME": str(java.parents[1]), "JAVA": str(java),
@@ -199,7 +217,8 @@ class LocalOidcProvider(Service):
         return self
 
     def _wait_ready(self, deadline: float) -> None:
-        url = f"{self.issuer}/.well-known/openid-configuration"
+        realm = REALM if self._import_realm else "master"
+        url = f"http://{LOOPBACK}:{self.port}/realms/{realm}/.well-known/openid-configuration"
         while True:
             with (contextlib.suppress(urllib.error.URLError, OSError),
                   urllib.request.urlopen(url, timeout=5) as answer):

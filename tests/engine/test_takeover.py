@@ -40,6 +40,7 @@ from kafka_mirror.control.mm2_positions import (
     read_mm2_positions,
     write_mm2_positions,
 )
+from kafka_mirror.engine.positions import FlowState
 from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, write_properties
 from kafka_mirror_testing.records import Message, produce
@@ -94,6 +95,12 @@ def _caught_up(source: LocalKafkaCluster, topic: str, destination: LocalKafkaClu
     src = end_offsets(source, topic)
     dst = end_offsets(destination, target)
     return bool(src) and all(dst.get(p, -1) >= end for p, end in src.items())
+
+
+def _state_positions(state_dir: Path) -> dict[tuple[str, int], int]:
+    """The positions of the last batch Spark recorded as committed, each flow in ``state_dir``."""
+    flows = [d for d in state_dir.iterdir() if d.is_dir()] if state_dir.is_dir() else []
+    return {tp: o for d in flows for tp, o in (FlowState(d).last_positions() or {}).items()}
 
 
 def _spec(cluster: LocalKafkaCluster, alias: str) -> ClusterSpec:
@@ -287,6 +294,11 @@ def test_way_back_to_mirrormaker2(
     try:
         wait_for(lambda: _caught_up(source_cluster, topic, destination_cluster, remote), 240,
                  "kafka-mirror copied 200", mirror)
+        # and Spark recorded the batch's commit in the state directory (export-mm2's source below;
+        # the records are on the target a moment before that)
+        ends = {(topic, p): end for p, end in end_offsets(source_cluster, topic).items()}
+        wait_for(lambda: _state_positions(tmp_path / "state-mirror") == ends, 60,
+                 "the batch's commit recorded in the state directory", mirror)
         exit_code, _ = mirror.terminate()
         assert exit_code == 0, mirror.output()[-3000:]
     finally:

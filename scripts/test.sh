@@ -125,7 +125,9 @@ fi
 # default's idempotence step and check-mode run from the CI form (the rolling apply checks both),
 # which made the first lane the shorter: sanity and the importer (62 s) moved to it. Then (CI at
 # dd6ac1d): lint, sanity, importer ~130 s + default 1,307 s; units, awx, modules 405 s + kerberos
-# 1,074 s (the upgrade test 754 beside default, 237 alone). The modules'
+# 1,074 s (the upgrade test 754 beside default, 237 alone). Stop 50 (one site run less in each
+# scenario's CI form): lint, sanity, importer 111 s + default 1,024 s; units, awx, modules 381 s +
+# kerberos 696 s. The modules'
 # brokers are on 127.0.0.1, the KDC and the Kerberized brokers on the bridge address on ports of
 # their own, and each scenario's hosts in network namespaces of their own (the scenarios share the
 # bridge, its blackhole route, the rootfs and the controller's artifacts, each under a lock). The

@@ -186,12 +186,13 @@ class LocalOidcProvider(Service):
             source = keycloak_home()
             self._home = self.workdir / "keycloak"
             if not self._home.exists():
-                shutil.copytree(source, self._home, symlinks=True)
+                # the server, then the cached database as this provider's own
+                shutil.copytree(source, self._home, symlinks=True,
+                                ignore=shutil.ignore_patterns(_DATABASE))
+                shutil.copytree(source / _DATABASE / "h2", self._home / "data" / "h2")
+                self._admin_password = (source / _DATABASE / "admin-password").read_text(
+                    encoding="utf-8")
         home = self._home
-        database = home / _DATABASE
-        if database.is_dir() and not (home / "data" / "h2").exists():
-            shutil.copytree(database / "h2", home / "data" / "h2")
-            self._admin_password = (database / "admin-password").read_text(encoding="utf-8")
         if self._import_realm:
             (home / "data" / "import").mkdir(parents=True, exist_ok=True)
             (home / "data" / "import" / f"{REALM}-realm.json").write_text(json.dumps(self._realm()))

@@ -57,8 +57,12 @@ SINK_CLIENT_ID = "kafka-mirror-fsrc_to_fdst"  # the client id of the mirror's pr
 # topic configs not synced (the test changes one on the target)
 UNSYNCED = "sync.topic.configs.enabled = false\n"
 
-# the network cut: its length and Spark's network timeout (the source consumers' poll timeout)
-CUT_SECONDS = 150.0 if FULL else 30.0
+# the network cut: its length and Spark's network timeout (the source consumers' poll timeout).
+# A cut from the source can be absorbed by calls in sequence, each within its own timeout: the
+# writer's leader-epoch read (5 s, a warning), then the next batch's offsets request (the poll
+# timeout) - CI once saw a 30 s cut end 0.6 s before that request would have failed. 45 s leaves
+# 20 s over their sum.
+CUT_SECONDS = 150.0 if FULL else 45.0
 NETWORK_TIMEOUT = "" if FULL else (
     "spark.network.timeout = 20s\nspark.network.timeoutInterval = 10s\n")
 

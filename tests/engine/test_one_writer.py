@@ -21,6 +21,7 @@ the flow's members: b, killed, is lost; a, stopped cleanly, is gone.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import time
@@ -42,6 +43,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 FLOW = "fsrc->fdst"
 TAKEN = "this instance holds the lease now"
 STANDING_BY = "standing by: the lease is held by"
+READY = "ready to take over"  # a standby's clients and query path warmed
 LEASE_MS = 5_000
 
 
@@ -126,6 +128,7 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
 
         # host loss: b killed, a (standing by again) takes over
         wait_for(lambda: a.output().count(STANDING_BY) >= 1, 60, "a standing by", a)
+        wait_for(lambda: READY in a.output(), 120, "a ready to take over", a)
         b.kill_hard()
         killed = time.monotonic()
         # a group half-way through what b copied, below the positions b kept in Kafka (each
@@ -149,6 +152,7 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
             assert paused_ends[p] < downstream <= upstream, (p, paused_ends, upstream, downstream)
             assert upstream - downstream < BATCH, (p, upstream, downstream)
         rereads = sum(up - down for up, down in checkpointed().values())
+        started = re.findall(r"mirroring .*; (started in [^)]*)\)", a.output())[-1]
 
         # handover at a clean stop
         c = instance("c")
@@ -185,7 +189,8 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
     assert "lease released" in a.output()
     print(f"one writer per flow, {total} records at 1,000/s: twins wrote each record once; "
           f"a paused past its lease: b took over after {zombie_takeover:.1f} s, a wrote nothing "
-          f"more once resumed; b killed (kill -9): a wrote again after {kill_takeover:.1f} s; "
+          f"more once resumed; b killed (kill -9): a wrote again after {kill_takeover:.1f} s "
+          f"(its query {started}); "
           f"a stopped (SIGTERM): c wrote after {handover:.1f} s; 0 lost, {duplicates} "
           f"duplicates; a group inside b's copies checkpointed by a with {rereads} re-reads "
           "(3 partitions, 0 skipped)")

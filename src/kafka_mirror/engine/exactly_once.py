@@ -187,6 +187,11 @@ class JvmRecordReader:
         duration = self._jvm.java.time.Duration.ofMillis(500)
         return self._consumer.poll(duration).records(tp)
 
+    def end_offset(self, topic: str, partition: int) -> int:
+        """The partition's end offset (also what a standby asks once, so that the consumer's
+        code is loaded before a takeover's proof needs it)."""
+        return self._end(self._jvm.org.apache.kafka.common.TopicPartition(topic, partition))
+
     def _end(self, tp: Any) -> int:
         ends = self._consumer.endOffsets(self._jvm.java.util.Collections.singletonList(tp))
         return int(ends.get(tp))

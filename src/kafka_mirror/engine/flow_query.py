@@ -61,6 +61,12 @@ def mirror_frame(
         .option("groups", str(max(1, groups)))
         .load()
     )
+    return _target_records(source, flow, assignment, with_latency)
+
+
+def _target_records(source: Any, flow: FlowSpec, assignment: dict[str, int],
+                    with_latency: bool) -> Any:
+    """``source`` (rows of the source's schema) observed and turned into target records."""
     from pyspark.sql import functions
 
     observed = source
@@ -79,6 +85,29 @@ def mirror_frame(
         "value",
         f"{_REALTIME_HEADERS if flow.realtime else _HEADERS} AS headers",
     )
+
+
+# one row of the source's schema (jvm/source Rows.SCHEMA), made up
+_MADE_UP_ROW = (
+    "CAST(NULL AS BINARY) AS key", "CAST('' AS BINARY) AS value", "{topic} AS topic",
+    "0 AS partition", "id AS offset", "current_timestamp() AS timestamp", "0 AS timestampType",
+    "CAST(NULL AS ARRAY<STRUCT<key: STRING, value: BINARY>>) AS headers",
+)
+
+
+def warm_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int],
+               with_latency: bool = False) -> None:
+    """What a standby does once so that its first batch after a takeover does not load Spark:
+    the flow's frame built (data source lookup, SQL parser, analyzer) with a ``foreachBatch``
+    writer (PySpark's callback server), started never; and one local job of a made-up row
+    through the same observation and projection into Spark's ``noop`` sink (code generation,
+    the scheduler, a task). Nothing is read from or written to a cluster."""
+    frame = mirror_frame(spark, flow, assignment, "latest", with_latency)
+    frame.writeStream.foreachBatch(lambda _frame, _batch_id: None)
+    topic = sql_string(min(assignment)) if assignment else "''"
+    rows = spark.range(0, 1, 1, 1).selectExpr(*(c.format(topic=topic) for c in _MADE_UP_ROW))
+    _target_records(rows, flow, assignment, with_latency).write.format("noop") \
+        .mode("overwrite").save()
 
 
 def start_query(

@@ -36,5 +36,11 @@ class JvmEndOffsets:
         )
         return dict(zip(partitions, (int(o) for o in str(text).split(",")), strict=True))
 
+    def warm(self, timeout: float = 10.0) -> None:
+        """Connect and load the client's request path now (a standby, before a takeover needs
+        it): the cluster's nodes, asked once."""
+        self._admin.describeCluster().nodes().get(
+            int(timeout * 1000), self._jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+
     def close(self) -> None:
         self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))

@@ -152,6 +152,12 @@ class JvmLeaderEpochs:
             ",".join(str(marks[tp][1]) for tp in order), self._timeout_ms))
         return dict(zip(order, (int(x) for x in text.split(",")), strict=True))
 
+    def warm(self) -> None:
+        """Connect and load the client's request path now (a standby, before a takeover needs
+        it): the cluster's nodes, asked once."""
+        self._admin.describeCluster().nodes().get(
+            self._timeout_ms, self._jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+
     def close(self) -> None:
         self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))
 

@@ -33,6 +33,7 @@ from kafka_mirror.kafka.clients import control_consumer_config, control_producer
 
 __all__ = [
     "CLOSE_TIMEOUT",
+    "CONSUME_SECONDS",
     "DEFAULT_TIMEOUT",
     "DeliveryReport",
     "EndTracker",
@@ -69,6 +70,10 @@ class InternalRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+
+
+# how long one consume call waits for more records (the read loops until the end is reached)
+CONSUME_SECONDS = 0.1
 
 
 class EndTracker:
@@ -186,7 +191,11 @@ class InternalTopicReader:
                     f"did not reach the end of partitions {sorted(tracker.pending)} "
                     f"within {self.timeout:.0f}s"
                 )
-            for msg in consumer.consume(num_messages=10_000, timeout=min(1.0, remaining)):
+            # librdkafka's consume returns once it has num_messages or the timeout passed: a
+            # short timeout, or a read of a few records waits the whole of it (a takeover reads
+            # the kept positions and the offset syncs this way)
+            for msg in consumer.consume(num_messages=10_000,
+                                        timeout=min(CONSUME_SECONDS, remaining)):
                 error = msg.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:

@@ -121,6 +121,19 @@ class ExactlyOnceRestart:
         self.metrics.skipped_at_restart(flow, skipped, len(plan.fallbacks))
         return {**known, **plan.positions}
 
+    def warm_readers(self, spark: Any, topic: str) -> None:
+        """A record reader of each cluster opened, asked for an end offset of ``topic``
+        (partition 0, and its target topic's) and closed: what a standby does once, so that
+        the readers of a takeover's proof open on loaded code."""
+        flow = self.flow
+        for props, name in ((source_reader_properties(flow), topic),
+                            (target_reader_properties(flow), flow.target_topic(topic))):
+            reader = JvmRecordReader(spark, props)
+            try:
+                reader.end_offset(name, 0)
+            finally:
+                reader.close()
+
     def _record_skips(self, skips: Sequence[Skip]) -> int:
         """The skipped ranges, reported and handed to the write hooks; how many records."""
         flow = self.flow

@@ -21,7 +21,7 @@ from kafka_mirror.engine.acked_positions import FILE as ACKED_FILE
 from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.batch_writer import BatchWriter, BatchWritten, WriteHook
 from kafka_mirror.engine.exactly_once import TARGET_ENDS_FILE, TargetEnds
-from kafka_mirror.engine.flow_query import start_query
+from kafka_mirror.engine.flow_query import start_query, warm_frame
 from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
 from kafka_mirror.engine.leader_epochs import (
     JvmLeaderEpochs,
@@ -64,6 +64,7 @@ from kafka_mirror.runtime.restarts import (
     retry_delay,
 )
 from kafka_mirror.runtime.resume import ResumePlanner
+from kafka_mirror.runtime.start_phases import StartPhases
 from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror.state.offset_ranges import OffsetRanges
 from kafka_mirror.state.source_epochs import FILE as SOURCE_EPOCHS_FILE
@@ -142,6 +143,7 @@ class FlowRunner:
             if flow.lease_ms > 0 and not flow.realtime else None
         )
         self._standing_by = False
+        self._standby_ready = False  # a standby's clients and query path were warmed
         self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
                                     self.target_ends, self.save_ranges, dict(raw_config),
                                     epochs=self.source_epochs, kept=self.kept,
@@ -301,7 +303,8 @@ class FlowRunner:
                             read if isinstance(read, str) else None,
                             {**self.state.newest_topic_ids(), **self.started_ids})
         ids = self.resume.drop_departed(assignment, ids)
-        known, go = self._start_positions(spark, assignment)
+        phases = StartPhases()
+        known, go = self._start_positions(spark, assignment, phases)
         if not go:
             return
         start = starting_offsets(assignment, known, self.flow.starting_offsets)
@@ -321,15 +324,16 @@ class FlowRunner:
             # once recounted, late records are reported only (another writer's would refuse
             # every batch otherwise)
             self._start_query(spark, assignment, start, checkpoint, groups,
-                              recount=reason != LATE_WRITES)
+                              recount=reason != LATE_WRITES, phases=phases)
             if self.query is not None:
                 self._read_kept = False
 
-    def _start_positions(self, spark: Any, assignment: dict[str, int]
+    def _start_positions(self, spark: Any, assignment: dict[str, int], phases: StartPhases
                          ) -> tuple[Positions | None, bool]:
         """Where the query starts (None: Spark's default), and whether it starts at all (not
         when records it has not mirrored were deleted and the flow stops for good)."""
         known = self.resume.resume_positions(self.topic_ids)
+        phases.mark("state dir")
         resumed = known is not None
         # past the last committed batch (or with no local state at all): the positions kept
         # in Kafka, whose target ends the exactly-once restart proves from. Read until a query
@@ -339,13 +343,17 @@ class FlowRunner:
             kept = self.resume.with_kept_positions(known, assignment, self.topic_ids)
             if kept is not known:
                 known, resumed = kept, True
+            phases.mark("kept positions")
         if known is None:
             known = self.resume.takeover_positions(assignment)
+            phases.mark("takeover positions")
         if known and not self._check_data_loss(known, assignment):
             return known, False
+        phases.mark("log starts")
         if resumed and known and not self.flow.realtime and \
                 not self._check_unclean(spark, known, assignment):
             return known, False
+        phases.mark("leader epochs")
         offsets = self._target_offsets(spark)
         # a first run from the log start whose first batch was cut resumes like the rest
         first = known is None and self.flow.starting_offsets == "earliest"
@@ -358,6 +366,7 @@ class FlowRunner:
                 raise SkipNotKnown(
                     f"what the target already holds of the batch cut short was not determined "
                     f"({first_line(str(exc))}); not restarting yet") from exc
+            phases.mark("cut batch proven")
             # partitions no batch committed resume where their cut batch left them: records
             # deleted past that were never mirrored either
             fresh = {tp: offset for tp, offset in known.items() if tp not in checked}
@@ -423,8 +432,11 @@ class FlowRunner:
             self.unclean.reader.close()
 
     def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
-                     checkpoint: Path, groups: int | None, recount: bool = True) -> None:
+                     checkpoint: Path, groups: int | None, recount: bool = True,
+                     phases: StartPhases | None = None) -> None:
+        phases = phases or StartPhases()
         writer = self._new_writer(spark, assignment, checkpoint, recount)
+        phases.mark("writer")
         with self._query_lock:
             if self.closing:  # the process stops: the next start resumes from the same place
                 log.info("flow %s: not started (the mirror is stopping)", self.flow.name)
@@ -444,12 +456,14 @@ class FlowRunner:
             if isinstance(writer, BatchWriter):
                 query = self.query
                 writer.query_active = lambda: bool(query.isActive)
+        phases.mark("query")
         log.info(
-            "flow %s: mirroring %d topics, %d partitions (checkpoint %s)",
+            "flow %s: mirroring %d topics, %d partitions (checkpoint %s; %s)",
             self.flow.name,
             len(assignment),
             sum(assignment.values()),
             checkpoint,
+            phases.describe(),
         )
 
     def _new_writer(self, spark: Any, assignment: dict[str, int], checkpoint: Path,
@@ -528,6 +542,7 @@ class FlowRunner:
                             "batch being written finishes); standing by", self.flow.name)
                 self.stop()
                 self.assignment = {}
+            self._prepare_standby(spark)
             return
         try:
             writer = self._current_writer()
@@ -556,6 +571,41 @@ class FlowRunner:
                 self.failures = 0
         except Exception as exc:
             self.failed_attempt(exc, now)
+
+    def _prepare_standby(self, spark: Any) -> None:
+        """Once, on a standby, what a takeover's start would otherwise wait for, on a thread of
+        its own (the upkeep, and so a takeover, never waits for it): the clients the start opens
+        first (the source's leader epochs, the target's end offsets) connected; the query's frame
+        built and a made-up row run through its projection (:func:`warm_frame`); a record reader
+        of each cluster opened once (a cut batch's proof). Read-only; a failure is left to the
+        start, which reports its own."""
+        if self._standby_ready or spark is None:
+            return
+        self._standby_ready = True
+        try:
+            unclean, offsets = self._unclean(spark), self._target_offsets(spark)
+        except Exception as exc:
+            log.debug("flow %s: standby not prepared (%s)", self.flow.name, first_line(str(exc)))
+            return
+        threading.Thread(target=self._warm, args=(spark, unclean, offsets), daemon=True,
+                         name=f"standby {self.flow.name}").start()
+
+    def _warm(self, spark: Any, unclean: UncleanElections, offsets: JvmEndOffsets) -> None:
+        began = time.monotonic()
+        try:
+            if isinstance(unclean.reader, JvmLeaderEpochs):
+                unclean.reader.warm()
+            offsets.warm()
+            assignment = {plan.source_topic: plan.partitions for plan in self.topics.plan()}
+            if assignment and not self.closing:
+                warm_frame(spark, self.flow, assignment, self.with_latency)
+                if self.exactly_once is not None and not self.closing:
+                    self.exactly_once.warm_readers(spark, min(assignment))
+        except Exception as exc:
+            log.debug("flow %s: standby not prepared (%s)", self.flow.name, first_line(str(exc)))
+            return
+        log.info("flow %s: ready to take over (clients and query path warmed in %.1f s)",
+                 self.flow.name, time.monotonic() - began)
 
     def _query_ended(self) -> None:
         """The query stopped by itself: for good when the target refuses a record (the flow

@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.internal_topics import (
+    CONSUME_SECONDS,
     DeliveryReport,
     EndTracker,
     InternalTopicError,
@@ -223,6 +224,7 @@ class FakeConsumer:
         self.batches = batches
         self.assigned: list[tuple[int, int]] = []
         self.consumed = 0
+        self.timeouts: list[float] = []
         self.closed = False
 
     def list_topics(self, timeout: float) -> Any:
@@ -238,6 +240,7 @@ class FakeConsumer:
 
     def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
         self.consumed += 1
+        self.timeouts.append(timeout)
         return self.batches.pop(0) if self.batches else []
 
     def close(self) -> None:
@@ -262,6 +265,9 @@ def test_reader_reads_from_the_start_to_the_ends_taken_first() -> None:
         (0, 0, b"a", b"1"), (2, 1, b"b", None), (0, 1, b"a", b"2"), (2, 2, b"c", b"3"),
     ]
     assert consumer.consumed == 2 and consumer.closed
+    # librdkafka's consume waits for num_messages or the whole timeout: each call short, so a
+    # read of a few records (a takeover's kept positions) does not wait a second per call
+    assert consumer.timeouts and max(consumer.timeouts) <= CONSUME_SECONDS == 0.1
 
 
 def test_reader_end_of_partition_event_ends_it() -> None:

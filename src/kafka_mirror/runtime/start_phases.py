@@ -25,8 +25,8 @@ class StartPhases:
         self._last = now
 
     def describe(self) -> str:
-        """``started in 6.1 s: kept positions 1.1, proofs 3.3, query 1.4`` (steps under
-        :data:`SHOWN_SECONDS` left out)."""
+        """``started in 6.1 s: kept positions 1.1, cut batch proven 3.3, query 1.4`` (steps
+        under :data:`SHOWN_SECONDS` left out)."""
         steps = ", ".join(f"{step} {seconds:.1f}" for step, seconds in self._steps
                           if seconds >= SHOWN_SECONDS)
         total = f"started in {self._last - self._began:.1f} s"

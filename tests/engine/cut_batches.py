@@ -46,6 +46,10 @@ def produce_transactional(cluster: LocalKafkaCluster, topic: str, partitions: in
     producer = Producer(cluster.client_config(**{
         "transactional.id": f"eo-{topic}-{first}", "linger.ms": "20"}))
     producer.init_transactions(30)
+    # partitions just added: a record for one the producer's metadata does not know yet fails
+    # ("Unknown partition"), which fails the transaction (CI saw it once)
+    wait_for(lambda: len(producer.list_topics(topic, timeout=10).topics[topic].partitions)
+             >= partitions, 30, f"{topic}'s {partitions} partitions in the producer's metadata")
     base = int(time.time() * 1000) - 3_600_000
     i, rounds = first, 0
     while i < first + per_partition * partitions:

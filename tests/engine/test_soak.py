@@ -3,8 +3,9 @@ created, mirrored and deleted one after the other. What the mirror keeps must fo
 it mirrors now, not every topic it ever saw: the state files name none of the deleted topics
 once their retention passed, and the steady topic arrives whole, in order, without duplicates.
 The figures of the start (after two topics came and went) and the end (RSS and threads of the
-mirror's processes, state-file bytes, mean batch time) are printed side by side (``-s``): a
-report, not an assertion.
+mirror's processes, state-file bytes, mean batch time) are printed side by side (``-s``), and
+so is the series of them taken after every topic (each interval's mean batch time), with the
+second half's change: whether they stay flat is a report, not an assertion.
 
 CI form: 100 s, a topic every few seconds, ``mirror.topic.state.retention.ms=0``. Full form
 (``KAFKA_MIRROR_FULL=1``): an hour, a topic every 3 minutes, a retention of 10 minutes.
@@ -155,11 +156,14 @@ def test_a_long_life_with_topics_coming_and_going_keeps_bounded_state(
                              for p in (0, 1)), 240, "the steady topic mirrored", mirror)
         (flow_dir,) = {p.parent for p in state.glob("*/gen-*")}
         start: dict[str, float] = {}
+        series: list[tuple[float, dict[str, float]]] = []  # (seconds since began, figures)
         began = time.monotonic()
         number = 0
         while time.monotonic() - began < SECONDS or not start:
             if number == WARM_UP_TOPICS:  # the JVM warmed up, every kind of restart seen
                 start = _figures(mirror, flow_dir, port)
+            if start:
+                series.append((time.monotonic() - began, _figures(mirror, flow_dir, port)))
             topic = f"{unique_topic}-n{number:04d}"
             source_cluster.create_topic(topic, 1)
             produce(source_cluster, topic, [Message(b"x", key=b"%d" % i) for i in range(10)])
@@ -177,6 +181,7 @@ def test_a_long_life_with_topics_coming_and_going_keeps_bounded_state(
         wait_for(lambda: read_partitions(destination_cluster, f"source.{steady}") == expected,
                  240, "every steady record mirrored once, in order", mirror)
         end = _figures(mirror, flow_dir, port)
+        series.append((time.monotonic() - began, end))
         # the deleted topics whose retention passed are named by no state file; the last one
         # may still be on its way out (its query start without it can be under way), and those
         # deleted within the retention (and a topic's life after it: the next query start) stay
@@ -197,3 +202,23 @@ def test_a_long_life_with_topics_coming_and_going_keeps_bounded_state(
     print(f"soak {SECONDS:.0f} s, {len(deleted)} topics created and deleted: "
           + ", ".join(f"{k} {a:.0f} -> {b:.0f}" for k, (a, b) in half.items())
           + f", mean batch seconds {mean[0]} -> {mean[1]}")
+    print(_series_report(series))
+
+
+def _series_report(series: list[tuple[float, dict[str, float]]]) -> str:
+    """The figures taken along the way, a line each (the mean batch time of the interval since
+    the previous line), then the second half's change of RSS, threads and state bytes."""
+    lines = ["   s  rss MiB  threads  state bytes  mean batch s"]
+    previous: dict[str, float] | None = None
+    for at, figures in series:
+        mean = "-"
+        if previous is not None and figures["batches"] > previous["batches"]:
+            took = figures["batch_seconds"] - previous["batch_seconds"]
+            mean = f"{took / (figures['batches'] - previous['batches']):.3f}"
+        lines.append(f"{at:5.0f} {figures['rss_mib']:8.0f} {figures['threads']:8.0f} "
+                     f"{figures['state_bytes']:12.0f}  {mean}")
+        previous = figures
+    middle, last = series[len(series) // 2][1], series[-1][1]
+    lines.append("second half: " + ", ".join(f"{key} {middle[key]:.0f} -> {last[key]:.0f}"
+                                             for key in ("rss_mib", "threads", "state_bytes")))
+    return "\n".join(lines)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka_mirror.engine.jvm_admin import java_properties
 from kafka_mirror.state.files import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,6 @@ class JvmRecordReader:
 
     def __init__(self, spark: Any, props: Mapping[str, str]) -> None:
         jvm = spark._jvm
-        java_props = jvm.java.util.Properties()
         settings = dict(props) | {
             "key.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
             "value.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer",
@@ -171,10 +171,9 @@ class JvmRecordReader:
             settings.setdefault(key, value)
         for name in ("group.id", "group.instance.id", "interceptor.classes"):
             settings.pop(name, None)
-        for key, value in settings.items():
-            java_props.setProperty(key, value)
         self._jvm = jvm
-        self._consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(java_props)
+        self._consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(
+            java_properties(jvm, settings))
 
     def _assign(self, topic: str, partition: int, offset: int) -> Any:
         jvm = self._jvm

@@ -9,20 +9,11 @@ broker restarted under it, stalling the batch: tests/engine/test_faults.py.)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from kafka_mirror.engine.jvm_admin import JvmAdmin
 
 
-class JvmEndOffsets:
+class JvmEndOffsets(JvmAdmin):
     """High watermarks through one ``org.apache.kafka.clients.admin.Admin`` per cluster."""
-
-    def __init__(self, spark: Any, props: Mapping[str, str]) -> None:
-        jvm = spark._jvm
-        java_props = jvm.java.util.Properties()
-        for key, value in props.items():
-            java_props.setProperty(key, value)
-        self._jvm = jvm
-        self._admin = jvm.org.apache.kafka.clients.admin.Admin.create(java_props)
 
     def end_offsets(
         self, partitions: list[tuple[str, int]], timeout: float = 30.0
@@ -35,12 +26,3 @@ class JvmEndOffsets:
             int(timeout * 1000),
         )
         return dict(zip(partitions, (int(o) for o in str(text).split(",")), strict=True))
-
-    def warm(self, timeout: float = 10.0) -> None:
-        """Connect and load the client's request path now (a standby, before a takeover needs
-        it): the cluster's nodes, asked once."""
-        self._admin.describeCluster().nodes().get(
-            int(timeout * 1000), self._jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
-
-    def close(self) -> None:
-        self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))

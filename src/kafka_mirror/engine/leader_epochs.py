@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kafka_mirror.engine.jvm_admin import JvmAdmin
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.state.source_epochs import Partition, SourceEpochs
 
@@ -115,19 +116,12 @@ class EpochReader(Protocol):
     def divergence(self, marks: Mapping[Partition, tuple[int, int]]) -> dict[Partition, int]: ...
 
 
-class JvmLeaderEpochs:
+class JvmLeaderEpochs(JvmAdmin):
     """The source's leader epochs through Kafka's Java clients in the Spark driver's JVM
     (``io.kafkamirror.LeaderEpochs``), with the flow's settings for the source cluster."""
 
     def __init__(self, spark: Any, props: Mapping[str, str], timeout: float = 10.0) -> None:
-        jvm = spark._jvm
-        self._props = jvm.java.util.Properties()
-        for key, value in props.items():
-            self._props.setProperty(key, value)
-        self._props.setProperty("client.id", "kafka-mirror-epochs")
-        self._jvm = jvm
-        self._timeout_ms = int(timeout * 1000)
-        self._admin = jvm.org.apache.kafka.clients.admin.Admin.create(self._props)
+        super().__init__(spark, dict(props) | {"client.id": "kafka-mirror-epochs"}, timeout)
 
     def latest(self, partitions: list[Partition]) -> dict[Partition, tuple[int, int]]:
         """Per partition: (end offset, leader epoch; -1 when the broker gives none)."""
@@ -151,15 +145,6 @@ class JvmLeaderEpochs:
             ",".join(str(marks[tp][0]) for tp in order),
             ",".join(str(marks[tp][1]) for tp in order), self._timeout_ms))
         return dict(zip(order, (int(x) for x in text.split(",")), strict=True))
-
-    def warm(self) -> None:
-        """Connect and load the client's request path now (a standby, before a takeover needs
-        it): the cluster's nodes, asked once."""
-        self._admin.describeCluster().nodes().get(
-            self._timeout_ms, self._jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
-
-    def close(self) -> None:
-        self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))
 
 
 class UncleanElections:

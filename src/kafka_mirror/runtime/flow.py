@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
@@ -64,6 +64,7 @@ from kafka_mirror.runtime.restarts import (
     retry_delay,
 )
 from kafka_mirror.runtime.resume import ResumePlanner
+from kafka_mirror.runtime.standby import StandbyWarmUp, on_thread
 from kafka_mirror.runtime.start_phases import StartPhases
 from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror.state.offset_ranges import OffsetRanges
@@ -143,7 +144,7 @@ class FlowRunner:
             if flow.lease_ms > 0 and not flow.realtime else None
         )
         self._standing_by = False
-        self._standby_ready = False  # a standby's clients and query path were warmed
+        self.warm_up = StandbyWarmUp(flow.name, on_thread(f"standby {flow.name}"))
         self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
                                     self.target_ends, self.save_ranges, dict(raw_config),
                                     epochs=self.source_epochs, kept=self.kept,
@@ -573,39 +574,29 @@ class FlowRunner:
             self.failed_attempt(exc, now)
 
     def _prepare_standby(self, spark: Any) -> None:
-        """Once, on a standby, what a takeover's start would otherwise wait for, on a thread of
-        its own (the upkeep, and so a takeover, never waits for it): the clients the start opens
-        first (the source's leader epochs, the target's end offsets) connected; the query's frame
-        built and a made-up row run through its projection (:func:`warm_frame`); a record reader
-        of each cluster opened once (a cut batch's proof). Read-only; a failure is left to the
-        start, which reports its own."""
-        if self._standby_ready or spark is None:
+        """Once, on a standby (:mod:`kafka_mirror.runtime.standby`): the clients the start opens
+        first (the source's leader epochs, the target's end offsets) made here and connected on
+        the warm-up's thread; the query's frame built and a made-up row run through its
+        projection (:func:`warm_frame`); a record reader of each cluster opened once (a cut
+        batch's proof). Read-only."""
+        if spark is None:
             return
-        self._standby_ready = True
-        try:
+
+        def prepare() -> Callable[[], None]:
             unclean, offsets = self._unclean(spark), self._target_offsets(spark)
-        except Exception as exc:
-            log.debug("flow %s: standby not prepared (%s)", self.flow.name, first_line(str(exc)))
-            return
-        threading.Thread(target=self._warm, args=(spark, unclean, offsets), daemon=True,
-                         name=f"standby {self.flow.name}").start()
+            return partial(self._warm, spark, unclean, offsets)
+
+        self.warm_up.start(prepare)
 
     def _warm(self, spark: Any, unclean: UncleanElections, offsets: JvmEndOffsets) -> None:
-        began = time.monotonic()
-        try:
-            if isinstance(unclean.reader, JvmLeaderEpochs):
-                unclean.reader.warm()
-            offsets.warm()
-            assignment = {plan.source_topic: plan.partitions for plan in self.topics.plan()}
-            if assignment and not self.closing:
-                warm_frame(spark, self.flow, assignment, self.with_latency)
-                if self.exactly_once is not None and not self.closing:
-                    self.exactly_once.warm_readers(spark, min(assignment))
-        except Exception as exc:
-            log.debug("flow %s: standby not prepared (%s)", self.flow.name, first_line(str(exc)))
-            return
-        log.info("flow %s: ready to take over (clients and query path warmed in %.1f s)",
-                 self.flow.name, time.monotonic() - began)
+        if isinstance(unclean.reader, JvmLeaderEpochs):
+            unclean.reader.warm()
+        offsets.warm()
+        assignment = {plan.source_topic: plan.partitions for plan in self.topics.plan()}
+        if assignment and not self.closing:
+            warm_frame(spark, self.flow, assignment, self.with_latency)
+            if self.exactly_once is not None and not self.closing:
+                self.exactly_once.warm_readers(spark, min(assignment))
 
     def _query_ended(self) -> None:
         """The query stopped by itself: for good when the target refuses a record (the flow

@@ -1,0 +1,36 @@
+"""Kafka's Java clients in the Spark driver's JVM (py4j): the settings they take, and one
+``org.apache.kafka.clients.admin.Admin`` that the readers of end offsets and leader epochs
+build on. Java clients, not librdkafka's, so that every client setting (JKS stores, a JAAS
+line, a per-cluster Kerberos principal) means what it means in Spark's Kafka source and sink."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def java_properties(jvm: Any, props: Mapping[str, str]) -> Any:
+    """A ``java.util.Properties`` holding ``props``."""
+    java_props = jvm.java.util.Properties()
+    for key, value in props.items():
+        java_props.setProperty(key, value)
+    return java_props
+
+
+class JvmAdmin:
+    """One Java ``Admin`` client of a cluster, with its calls' timeout."""
+
+    def __init__(self, spark: Any, props: Mapping[str, str], timeout: float = 10.0) -> None:
+        self._jvm = spark._jvm
+        self._props = java_properties(self._jvm, props)
+        self._timeout_ms = int(timeout * 1000)
+        self._admin = self._jvm.org.apache.kafka.clients.admin.Admin.create(self._props)
+
+    def warm(self) -> None:
+        """Connect and load the client's request path now (a standby, before a takeover needs
+        it): the cluster's nodes, asked once."""
+        self._admin.describeCluster().nodes().get(
+            self._timeout_ms, self._jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
+
+    def close(self) -> None:
+        self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))

@@ -214,7 +214,8 @@ def test_a_long_quota_throttle_then_kill_9_loses_nothing(three_node_pair: Pair,
     and the mirror is killed (``kill -9``) in the middle of it; restarted once the quota is
     gone, it loses nothing.
 
-    Known defect (issue 28, a fenced writer): a throttling broker mutes the producer's
+    Known defect (not removed by issue 28's lease, which fences the lease's producer, not the
+    Spark sink's idempotent one): a throttling broker mutes the producer's
     connection for the throttle time (Kafka's bandwidth throttle has no upper bound) and reads
     the request the dead producer had sent only then; the restart has already read the
     target's end offsets, so those records (at most one batch) are written a second time. Seen

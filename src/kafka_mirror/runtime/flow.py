@@ -40,6 +40,7 @@ from kafka_mirror.engine.positions import (
     recreated_topics,
     starting_offsets,
 )
+from kafka_mirror.engine.py4j_connections import close_idle_callback_connections
 from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, realtime_groups
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
@@ -704,3 +705,20 @@ class FlowRunner:
                 break
             time.sleep(0.05)
         query.stop()
+        self._close_callback_connections()
+
+    def _close_callback_connections(self) -> None:
+        """The stopped query's py4j connection (its stream thread ran ``foreachBatch``) and
+        the other idle ones closed (:mod:`kafka_mirror.engine.py4j_connections`)."""
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        if gateway is None:
+            return
+        try:
+            closed = close_idle_callback_connections(gateway)
+        except Exception as exc:
+            log.debug("flow %s: py4j callback connections not closed (%s)", self.flow.name,
+                      first_line(str(exc)))
+            return
+        log.debug("flow %s: %d idle py4j callback connections closed", self.flow.name, closed)

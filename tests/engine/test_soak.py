@@ -165,7 +165,8 @@ def test_a_long_life_with_topics_coming_and_going_keeps_bounded_state(
         while time.monotonic() - began < SECONDS or not start:
             if number == WARM_UP_TOPICS:  # the JVM warmed up, every kind of restart seen
                 start = _figures(mirror, flow_dir, port)
-            if start:
+                series.append((time.monotonic() - began, start))
+            elif start:
                 series.append((time.monotonic() - began, _figures(mirror, flow_dir, port)))
             topic = f"{unique_topic}-n{number:04d}"
             source_cluster.create_topic(topic, 1)

@@ -64,8 +64,9 @@ def add_failover_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "failover mode",
         "a flow on two instances under steady produce, the writing one killed (kill -9 of its "
-        "process tree) half-way: lost, duplicates, stall; kafka-mirror (active + standby) and "
-        "MirrorMaker 2 (two dedicated-mode nodes) one after the other")
+        "process tree) half-way: lost, duplicates, stall; kafka-mirror (active + standby; with "
+        "--km-realtime its real-time mode too) and MirrorMaker 2 (two dedicated-mode nodes) one "
+        "after the other")
     group.add_argument("--failover", action="store_true", help="run the failover mode")
     group.add_argument("--failover-rate", type=float, default=5000.0,
                        help="records/s over the topic's partitions (default 5000)")
@@ -343,16 +344,19 @@ def _reached(series: list[tuple[float, int]], value: int) -> float:
 
 
 def _km_nodes(ns: argparse.Namespace, workdir: Path, source: LocalKafkaCluster,
-              destination: LocalKafkaCluster, topic: str) -> list[Node]:
+              destination: LocalKafkaCluster, topic: str, realtime: bool = False) -> list[Node]:
     props = km_driver.kafka_mirror_config(
         source, destination, Workload(0, ns.record_size, ns.partitions, ns.compression),
-        ns.max_records_per_batch, dict(ns.km_producer), topics=topic,
+        None if realtime else ns.max_records_per_batch, dict(ns.km_producer), topics=topic,
         consumer=LATENCY_CONSUMER_TUNING, producer=LATENCY_PRODUCER_TUNING,
         consumer_extra=dict(ns.km_consumer), class_data_dir=ns.km_class_data_dir)
+    if realtime:
+        props.update(km_driver.realtime_settings(ns.km_realtime_setting))
     spark_conf = {"spark.driver.memory": ns.driver_memory, **dict(ns.spark_conf)}
     nodes = []
+    kind = "kafka-mirror-rt" if realtime else "kafka-mirror"
     for name in ("a", "b"):
-        km = km_driver.KafkaMirrorProcess(props, workdir / f"kafka-mirror-{name}", spark_conf)
+        km = km_driver.KafkaMirrorProcess(props, workdir / f"{kind}-{name}", spark_conf)
         nodes.append(Node(f"kafka-mirror {name}", km.start, partial(km.stop, None), km.log_path))
     return nodes
 
@@ -385,6 +389,8 @@ def run_failover(ns: argparse.Namespace, command: str) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"work directory {workdir}", flush=True)
     kinds = ["kafka-mirror", "mm2"] if ns.only == "both" else [ns.only]
+    if ns.km_realtime and ns.only != "mm2":
+        kinds.insert(1, "kafka-mirror-rt")
     report: dict[str, Any] = {
         "command": command, "mode": "failover",
         "settings": {"rate": ns.failover_rate, "partitions": ns.partitions,
@@ -399,14 +405,16 @@ def run_failover(ns: argparse.Namespace, command: str) -> dict[str, Any]:
     clusters = [source, *destinations.values()]
     nodes: list[Node] = []
     try:
-        if "kafka-mirror" in kinds:
+        if "kafka-mirror" in kinds or "kafka-mirror-rt" in kinds:
             class_data.prime(ns.km_class_data_dir)
         start_clusters(clusters)
         for kind in kinds:
             topic = f"failover-{kind}"
-            if kind == "kafka-mirror":
-                nodes = _km_nodes(ns, workdir, source, destinations[kind], topic)
-                label, marker = "kafka-mirror (active + standby)", KM_STANDING_BY
+            if kind in ("kafka-mirror", "kafka-mirror-rt"):
+                realtime = kind == "kafka-mirror-rt"
+                nodes = _km_nodes(ns, workdir, source, destinations[kind], topic, realtime)
+                label = f"kafka-mirror{' real-time' if realtime else ''} (active + standby)"
+                marker = KM_STANDING_BY
             else:
                 nodes = _mm2_nodes(ns, workdir, source, destinations[kind], topic)
                 label, marker = "MirrorMaker 2 (2 nodes)", MM2_TASK
@@ -442,7 +450,8 @@ def format_failover(report: dict[str, Any]) -> str:
         ("longest partition stall (s)", "partition_stall_s"),
         ("all across, after the produce ended (s)", "all_across_s"),
     ]
-    labels = {"kafka-mirror": "kafka-mirror", "mm2": "MirrorMaker 2"}
+    labels = {"kafka-mirror": "kafka-mirror", "kafka-mirror-rt": "km real-time",
+              "mm2": "MirrorMaker 2"}
     width = 42
     lines = [f"failover: {s['rate']:,.0f} records/s into {s['partitions']} partitions for "
              f"{s['duration_s']:.0f} s, the writer killed (kill -9 of its process tree) at "

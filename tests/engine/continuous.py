@@ -32,8 +32,9 @@ BATCH = 1000
 
 
 def mirror_config(path: Path, source: str, destination: str, topic: str, extra: str = "",
-                  replicas: int = 1) -> Path:
-    """The flow fsrc -> fdst of ``topic``; the topics it creates with ``replicas`` replicas."""
+                  replicas: int = 1, realtime: bool = False) -> Path:
+    """The flow fsrc -> fdst of ``topic``; the topics it creates with ``replicas`` replicas;
+    ``realtime``: in real-time mode (no per-batch limit there)."""
     path.write_text(
         "clusters = fsrc, fdst\n"
         f"fsrc.bootstrap.servers = {source}\n"
@@ -47,8 +48,9 @@ def mirror_config(path: Path, source: str, destination: str, topic: str, extra: 
         "emit.heartbeats.enabled = false\n"
         "sync.topic.acls.enabled = false\n"
         "refresh.topics.interval.seconds = 3\n"
-        f"mirror.max.records.per.batch = {BATCH}\n"
-        "mirror.lag.commit.interval.ms = 1000\n"
+        + ("mirror.mode = realtime\n" if realtime else
+           f"mirror.max.records.per.batch = {BATCH}\n")
+        + "mirror.lag.commit.interval.ms = 1000\n"
         "spark.driver.memory = 768m\nspark.master = local[2]\n"
         # the class data archive the test mirrors share (one built per machine, not one per test)
         f"mirror.class.data.dir = {CLASS_DATA_DIR}\n" + extra,

@@ -72,9 +72,6 @@ QUERIES = {
     "lease age": f"max(kafka_mirror_flow_lease_age_seconds{{{FLOW}}})",
     "members live": f"max(kafka_mirror_flow_members{{{FLOW},state=\"live\"}})",
 }
-# the lease's series: micro-batch mode only (real-time mode has no lease)
-LEASE_QUERIES = ("lease epoch", "lease age", "members live")
-LEASE_PANEL = "Lease: epoch, age and members"
 # every alert rule: those that must stay quiet while the mirror runs well
 RULE_NAMES = ("KafkaMirrorDown", "KafkaMirrorFlowFailing", "KafkaMirrorLagGrowing",
               "KafkaMirrorReplicationLatencyHigh", "KafkaMirrorStalled",
@@ -280,17 +277,12 @@ def test_prometheus_scrapes_a_running_mirror(
             wait_for(lambda: (prometheus.value(scrapes) or 0) >= before + 3, 30,
                      "three more scrapes of the mirror", mirror)
             values = {}
-            leased = mode == "micro-batch"
             for name, expr in QUERIES.items():
                 result = prometheus.query(expr)
-                if name in LEASE_QUERIES and not leased:
-                    assert not result, f"{name}: {expr} without a lease"
-                    continue
                 assert result, f"{name}: {expr} gave no series"
                 values[name] = float(result[0]["value"][1])
             for name, expr in dashboard_queries().items():
-                if leased or not name.startswith(LEASE_PANEL):
-                    assert prometheus.query(expr), f"dashboard panel {name}: {expr} gave no series"
+                assert prometheus.query(expr), f"dashboard panel {name}: {expr} gave no series"
             rules = prometheus.rules()
             assert sorted(r["name"] for r in rules) == sorted(RULE_NAMES)
             for rule in rules:  # evaluated against the real series without error
@@ -328,14 +320,11 @@ def test_prometheus_scrapes_a_running_mirror(
                                     text=True, timeout=60, check=False)
             assert status.returncode == 0, status.stdout + status.stderr
             assert "flow source->destination: running" in status.stdout
-            # the only instance: it holds the lease (epoch 1), the only live member
-            if leased:
-                assert values["active"] == 1 and values["lease epoch"] == 1
-                assert values["members live"] == 1 and values["lease age"] < 5
-                assert re.search(r"role: active; lease epoch 1, held by this instance, renewed "
-                                 r"\d+ s ago; members: [^;,]+$", status.stdout, re.M), status.stdout
-            else:
-                assert "role: active (no lease" in status.stdout, status.stdout
+            # the only instance (either mode): it holds the lease (epoch 1), the only live member
+            assert values["active"] == 1 and values["lease epoch"] == 1
+            assert values["members live"] == 1 and values["lease age"] < 5
+            assert re.search(r"role: active; lease epoch 1, held by this instance, renewed "
+                             r"\d+ s ago; members: [^;,]+$", status.stdout, re.M), status.stdout
             assert "lag 0 records" in status.stdout and "3600 records" in status.stdout
             document = json.loads(subprocess.run(
                 [*CLI, "status", "--url", f"{base}/status", "--json"], capture_output=True,

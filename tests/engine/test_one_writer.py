@@ -11,6 +11,10 @@ flow, each with a state dir of its own (as on three hosts):
 4. handover: C starts and stands by; A stops (SIGTERM): it releases the lease after its last
    batch and C takes over at once.
 At the end every record is on the target exactly once, in order. The takeover times are printed.
+The same run in real-time mode (Spark's real-time trigger: no batches to ask the lease before,
+records read and written as they come): the source's readers ask the flow's write gate before
+every record, so the zombie reads nothing once resumed, and each takeover proves its start from
+the pairs (source position, target end) the previous writer kept in Kafka at its drains.
 After the kill -9, a consumer group commits offsets inside what b copied: a's checkpoints
 translate them from the offset syncs b wrote (a's own translation ranges end where it was
 paused), never past them and within a batch. Along the way each instance's ``/status`` (what
@@ -47,9 +51,10 @@ READY = "ready to take over"  # a standby's clients and query path warmed
 LEASE_MS = 5_000
 
 
+@pytest.mark.parametrize("mode", ["micro-batch", "realtime"])
 def test_one_instance_writes_a_flow_and_another_takes_over(
     source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
-    unique_topic: str, tmp_path: Path,
+    unique_topic: str, tmp_path: Path, mode: str,
 ) -> None:
     topic, target = unique_topic, f"fsrc.{unique_topic}"
     source_cluster.create_topic(topic, 3)
@@ -62,7 +67,8 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
                                f"mirror.lease.ms = {LEASE_MS}\nmirror.metrics.port = "
                                f"{ports[name]}\nmirror.metrics.bind.address = {LOOPBACK}\n"
                                "emit.checkpoints.interval.seconds = 1\n"
-                               "refresh.groups.interval.seconds = 1\n")
+                               "refresh.groups.interval.seconds = 1\n",
+                               realtime=mode == "realtime")
         return MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / name)],
                              tmp_path / f"{name}.log").start()
 
@@ -187,10 +193,10 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
     duplicates = compare(source_cluster, topic, destination_cluster, total)
     assert_no_duplicates(duplicates, *(m.output() for m in mirrors))
     assert "lease released" in a.output()
-    print(f"one writer per flow, {total} records at 1,000/s: twins wrote each record once; "
-          f"a paused past its lease: b took over after {zombie_takeover:.1f} s, a wrote nothing "
-          f"more once resumed; b killed (kill -9): a wrote again after {kill_takeover:.1f} s "
-          f"(its query {started}); "
+    print(f"one writer per flow ({mode}), {total} records at 1,000/s: twins wrote each record "
+          f"once; a paused past its lease: b took over after {zombie_takeover:.1f} s, a wrote "
+          f"nothing more once resumed; b killed (kill -9): a wrote again after "
+          f"{kill_takeover:.1f} s (its query {started}); "
           f"a stopped (SIGTERM): c wrote after {handover:.1f} s; 0 lost, {duplicates} "
           f"duplicates; a group inside b's copies checkpointed by a with {rereads} re-reads "
           "(3 partitions, 0 skipped)")

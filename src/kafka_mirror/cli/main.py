@@ -233,12 +233,12 @@ def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
     from kafka_mirror.control.offset_syncs import offset_syncs_location
 
     syncs = flow.syncs
+    once = ", exactly once on the target" if flow.exactly_once_target else ", at-least-once"
     if flow.realtime:
         mode = (f"  mode: real-time (batches of {flow.realtime_batch_ms} ms, one Spark task slot "
-                "per source partition, at-least-once)")
+                f"per group of source partitions){once}")
     else:
-        mode = "  mode: micro-batch" + (", exactly once on the target"
-                                        if flow.exactly_once_target else ", at-least-once")
+        mode = "  mode: micro-batch" + once
     lines = [
         mode,
         f"  topic configs: {'synced' if flow.sync_topic_configs else 'not synced'}"
@@ -290,9 +290,7 @@ def _describe_state(config: MirrorConfig, flow: FlowSpec) -> list[str]:
     from kafka_mirror.runtime.exactly_once_restart import producer_keeps_prefix
 
     target = flow.target.alias
-    if flow.realtime:
-        why = "real-time mode"
-    elif not flow.positions_in_kafka:
+    if not flow.positions_in_kafka:
         why = "mirror.positions.in.kafka = false"
     elif not flow.exactly_once_target or not producer_keeps_prefix(flow):
         why = "they serve exactly-once restarts, which are off"
@@ -304,11 +302,9 @@ def _describe_state(config: MirrorConfig, flow: FlowSpec) -> list[str]:
         f"  positions: kept in Kafka, {topic} on {target} (MirrorMaker 2's format), at most "
         f"every {flow.positions_interval_ms} ms; the state dir caches them"
     ]
-    if flow.realtime or flow.lease_ms == 0:
-        lines.append(
-            "  writer: every instance given the flow writes it ("
-            + ("real-time mode has no lease" if flow.realtime else "mirror.lease.ms = 0")
-            + "): run it on one host only")
+    if flow.lease_ms == 0:
+        lines.append("  writer: every instance given the flow writes it (mirror.lease.ms = 0): "
+                     "run it on one host only")
     else:
         lines.append(
             f"  writer: one instance at a time, elected by its lease in kafka-mirror.leases on "

@@ -61,6 +61,7 @@ def sync_settings(values: Values) -> SyncSettings:
         offset_syncs_replication_factor=replication_factor(
             values, "offset-syncs.topic.replication.factor"
         ),
+        offset_lag_max=values.integer("offset.lag.max", 100, 0),
         emit_checkpoints=values.boolean("emit.checkpoints.enabled", True),
         checkpoints_interval=values.number("emit.checkpoints.interval.seconds", 60.0, 0.1),
         checkpoints_replication_factor=replication_factor(
@@ -125,7 +126,6 @@ def flow_settings(
     exclude_cfg_key = _legacy(values, "config.properties.exclude", "config.properties.blacklist")
     flow_id = f"{source.alias}_to_{target.alias}"
     mode = _mode(values)
-    realtime = mode == REALTIME
     return FlowSpec(
         source=source,
         target=target,
@@ -157,7 +157,7 @@ def flow_settings(
         positions_in_kafka=values.boolean("mirror.positions.in.kafka", True),
         positions_interval_ms=values.integer("mirror.positions.in.kafka.interval.ms", 1_000, 0),
         lease_ms=_lease_ms(values),
-        exactly_once_target=exactly_once_target(values, realtime),
+        exactly_once_target=exactly_once_target(values),
         mode=mode,
         realtime_batch_ms=values.integer("mirror.realtime.batch.duration.ms", 300_000, 5_000),
     )
@@ -171,26 +171,18 @@ def _lease_ms(values: Values) -> int:
     return lease
 
 
-def exactly_once_target(values: Values, realtime: bool = False) -> bool:
-    """``mirror.exactly.once.target`` (default true, false in real-time mode, which is
-    at-least-once). Connect's own switches are read with their meaning:
-    ``exactly.once.source.support`` (enabled, preparing, disabled) and ``exactly.once.support``
-    (required, requested) ask for exactly once, which the mirror gives without target
-    transactions; ``required`` with the mirror's own switch off is an error."""
+def exactly_once_target(values: Values) -> bool:
+    """``mirror.exactly.once.target`` (default true, in either mode). Connect's own switches
+    are read with their meaning: ``exactly.once.source.support`` (enabled, preparing, disabled)
+    and ``exactly.once.support`` (required, requested) ask for exactly once, which the mirror
+    gives without target transactions; ``required`` with the mirror's own switch off is an
+    error."""
     worker = values.text("exactly.once.source.support", "disabled").lower()
     if worker not in ("enabled", "preparing", "disabled"):
         raise values.error("exactly.once.source.support", "expected enabled, preparing or disabled")
     connector = values.text("exactly.once.support", "requested").lower()
     if connector not in ("required", "requested"):
         raise values.error("exactly.once.support", "expected required or requested")
-    if realtime:
-        for key, wanted in (("mirror.exactly.once.target", "true"),
-                            ("exactly.once.support", "required")):
-            if values.text(key, "").lower() == wanted:
-                raise values.error(key, "real-time mode (mirror.mode = realtime) is "
-                                   "at-least-once: exactly once on the target needs "
-                                   "micro-batch mode")
-        return False
     own = values.boolean("mirror.exactly.once.target", True)
     if not own and connector == "required":
         raise values.error(

@@ -30,6 +30,7 @@ FLOW_KEYS = frozenset(
         "refresh.groups.enabled",
         "refresh.groups.interval.seconds",
         "emit.offset-syncs.enabled",
+        "offset.lag.max",
         "offset-syncs.topic.location",
         "offset-syncs.topic.replication.factor",
         "emit.checkpoints.enabled",
@@ -72,8 +73,6 @@ FLOW_KEYS = frozenset(
 NOT_SUPPORTED: dict[str, str] = {
     "tasks.max": "Spark runs one task per partition and batch; scale with --spark-master or "
     "local[N]",
-    "offset.lag.max": "offset syncs are written after every batch for every partition that moved, "
-    "denser than MirrorMaker 2's sampling",
     "sync.topic.configs.interval.seconds": "topic configs are synced at every topic refresh "
     "(refresh.topics.interval.seconds)",
     "config.storage.": "kafka-mirror keeps no Connect worker topics (positions live in Spark "

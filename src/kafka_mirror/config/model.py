@@ -38,6 +38,9 @@ class SyncSettings:
     emit_offset_syncs: bool = True  # emit.offset-syncs.enabled
     offset_syncs_location: str = "source"  # offset-syncs.topic.location
     offset_syncs_replication_factor: int = -1
+    # offset.lag.max: within a copy that maps one to one, a sync at least every this many
+    # records after the last (0: every record)
+    offset_lag_max: int = 100
     emit_checkpoints: bool = True  # emit.checkpoints.enabled
     checkpoints_interval: float = 60.0  # emit.checkpoints.interval.seconds
     checkpoints_replication_factor: int = -1
@@ -108,8 +111,8 @@ class FlowSpec:
     # mirror.exactly.once.target: at every (re)start, skip what a cut batch already wrote
     exactly_once_target: bool = True
     # mirror.mode: micro-batch (default) or realtime (Spark's real-time mode, one task slot per
-    # partition, at-least-once); mirror.realtime.batch.duration.ms: how long one real-time
-    # batch reads before Spark commits its positions
+    # group of partitions); mirror.realtime.batch.duration.ms: how long one real-time batch
+    # reads before Spark commits its positions
     mode: str = "micro-batch"
     realtime_batch_ms: int = 300_000
 

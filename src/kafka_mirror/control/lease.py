@@ -123,7 +123,8 @@ class LeaseRecord:
 class FlowLease:
     """The lease of one flow, kept by a thread of its own: ``held()`` tells whether this
     instance may write the flow now; ``on_change`` is called (on that thread) when it is
-    taken or lost."""
+    taken or lost, and ``on_held`` with the time (on ``clock``) until which this instance may
+    write after every claim and renewal, None when it lost or released the lease."""
 
     def __init__(
         self,
@@ -143,8 +144,10 @@ class FlowLease:
         member: str | None = None,
         key: str | None = None,
         selects: str = "",
+        on_held: Callable[[float | None], None] = lambda _until: None,
     ) -> None:
         self.flow_name = flow_name
+        self.on_held = on_held
         self.key = (key or flow_name).encode("utf-8")
         self.selects = selects
         self._selects_warned = ""
@@ -270,6 +273,7 @@ class FlowLease:
             self._thread.join(timeout=self.lease)
         with self._lock:
             active, self._active = self._active, False
+        self.on_held(None)
         if active and self._producer is not None:
             try:
                 self._write(LeaseRecord(self.holder, self.epoch, False, self.selects))
@@ -412,6 +416,7 @@ class FlowLease:
         with self._lock:
             self._active, self._renewed_at, self.epoch = True, began, epoch
             self.taken_at = self._clock()
+        self.on_held(began + HELD_SHARE * self.lease)
         was = f"; was held by {previous.holder}" if previous and previous.held else ""
         log.info("flow %s: lease taken (epoch %d%s): this instance writes the flow",
                  self.flow_name, epoch, was)
@@ -448,6 +453,7 @@ class FlowLease:
             return
         with self._lock:
             self._renewed_at = began
+        self.on_held(began + HELD_SHARE * self.lease)
         if self._failing:
             self._failing = False
             log.info("flow %s: lease renewed again", self.flow_name)
@@ -458,6 +464,7 @@ class FlowLease:
         self._drop_producer()
         with self._lock:
             self._active = False
+        self.on_held(None)
         self._failing = False
         if taken:
             log.warning("flow %s: lease lost: another instance took the flow over (%s); this "

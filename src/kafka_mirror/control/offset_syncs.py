@@ -1,13 +1,17 @@
-"""Offset syncs in MirrorMaker 2's format, written after every batch: where records landed.
+"""Offset syncs in MirrorMaker 2's format, written after every batch (real-time mode: every
+drain): where records landed.
 
 Topic ``mm2-offset-syncs.<target>.internal`` on the source cluster (``offset-syncs.topic.location
 = source``, the default) or ``mm2-offset-syncs.<source>.internal`` on the target (``= target``);
 one partition, compacted. For every partition that moved in a batch whose offsets map one to one,
-two syncs are written, each a true (source offset, target offset) pair of one record: the batch's
-first and last record. MirrorMaker 2's readers (a restarted MM2's checkpoint task) therefore
-translate exactly at every batch boundary. A batch that does not map one to one (offset gaps,
-duplicates) gets no sync: no pair in it is known exactly, and readers fall back to an earlier one,
-which is conservative. kafka-mirror's own checkpoints use the finer ranges of
+syncs are written, each a true (source offset, target offset) pair of one record: the batch's
+first and last record and, between them, one every ``offset.lag.max + 1`` records (default 100:
+as dense as MM2's own, which syncs once the target offset is ``offset.lag.max`` past the last
+sync; 0: every record). MirrorMaker 2's readers (a restarted MM2's checkpoint task) and a new
+kafka-mirror writer rebuilding its translation from them therefore translate exactly at every
+batch boundary and within ``offset.lag.max`` records between. A batch that does not map one to
+one (offset gaps, duplicates) gets no sync: no pair in it is known exactly, and readers fall back
+to an earlier one, which is conservative. kafka-mirror's own checkpoints use the finer ranges of
 :mod:`kafka_mirror.state.offset_ranges`.
 """
 
@@ -73,9 +77,15 @@ class OffsetSyncWriter:
     """Batch-writer hook: two syncs per partition of every batch that maps one to one."""
 
     def __init__(self, flow: FlowSpec, admins: Mapping[str, ClusterAdmin],
-                 written: Callable[[], None] | None = None) -> None:
+                 written: Callable[[], None] | None = None,
+                 may_write: Callable[[], bool] | None = None) -> None:
+        """``may_write``: whether this instance holds the flow's lease; without it, copies are
+        no syncs (a writer paused past its lease drains, once resumed, ranges its successor
+        copied past already: their syncs, later in the topic, would hide the successor's from
+        a new writer's rebuild, which keeps only the syncs after the last that went back)."""
         self.flow = flow
         self.written = written  # told after every batch's syncs are on the cluster
+        self.may_write = may_write
         self.cluster, self.topic = offset_syncs_location(flow)
         self.admin = admins[self.cluster.alias]
         self.writer = InternalTopicWriter(
@@ -87,16 +97,18 @@ class OffsetSyncWriter:
         self.writer.ensure_topic(self.admin, self.flow.syncs.offset_syncs_replication_factor)
 
     def on_written(self, event: BatchWritten) -> None:
+        if self.may_write is not None and not self.may_write():
+            return
         syncs = []
+        step = self.flow.syncs.offset_lag_max + 1
         for copy in event.copies:
             copied = copy.copied
-            if not copied.exact:
+            if not copied.exact or copied.source_end <= copied.source_start:
                 continue
-            syncs.append(OffsetSync(copy.topic, copy.partition, copied.source_start,
-                                    copied.target_start))
-            if copied.source_end - 1 > copied.source_start:
-                syncs.append(OffsetSync(copy.topic, copy.partition, copied.source_end - 1,
-                                        copied.target_end - 1))
+            last = copied.source_end - 1
+            syncs += [OffsetSync(copy.topic, copy.partition, offset,
+                                 copied.target_start + offset - copied.source_start)
+                      for offset in [*range(copied.source_start, last, step), last]]
         if not syncs:
             return
         try:

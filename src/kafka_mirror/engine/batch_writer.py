@@ -217,6 +217,19 @@ class BatchWriter:
         self.in_batch.set()
         try:
             self._write(frame, batch_id)
+        except StoppingBetweenBatches:
+            raise
+        except Exception as exc:
+            if not self.stopping.is_set():
+                raise
+            # the stop interrupted the write past its grace period: the error's first two lines
+            # (the Java InterruptedException) end the query as stopped, its whole Java trace
+            # would overflow the stream thread's stack in Spark's match (see _refuse)
+            kind = type(exc)
+            first = "\n".join(str(exc).strip().splitlines()[:2])
+            raise StoppingBetweenBatches(
+                f"flow {self.flow.name}: batch {batch_id} interrupted by the stop; "
+                f"{kind.__module__}.{kind.__name__}: {first}") from None
         finally:
             self.in_batch.clear()
 

@@ -91,6 +91,13 @@ class TargetEnds:
                     return target
         return None
 
+    def pair_at_or_before(self, tp: Key, source_position: int) -> tuple[int, int] | None:
+        """The newest pair recorded at or before ``source_position`` (real-time mode: a
+        position Spark committed past the last drain resumes from the drain's pair)."""
+        with self._lock:
+            found = [pair for pair in self.pairs.get(tp, []) if pair[0] <= source_position]
+        return max(found) if found else None
+
     def first_position(self, tp: Key) -> int | None:
         """The oldest source position recorded (where the partition's first query started,
         for one that never committed a batch)."""

@@ -38,7 +38,7 @@ _REALTIME_HEADERS = _MARKERS.format(marker=", ".join((
 
 def mirror_frame(
     spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str, with_latency: bool = False,
-    groups: int | None = None,
+    groups: int | None = None, write_gate: str | None = None,
 ) -> Any:
     """The streaming DataFrame of target records for the assigned source partitions; in
     micro-batch mode its ``observe`` counts records and bytes (and, ``with_latency``, what the
@@ -48,7 +48,8 @@ def mirror_frame(
     The source is kafka-mirror's own (``jvm/source``, format ``kafka-mirror``): the partitions
     are read in ``groups`` groups (default: one per Spark task slot), each by one task through
     one Kafka consumer kept between batches, and a micro-batch reads only the partitions that
-    have new records."""
+    have new records. ``write_gate`` names the flow's gate in the driver's JVM
+    (:mod:`kafka_mirror.engine.write_gate`): no record is read while it is closed."""
     reader = spark.readStream.format(SOURCE_FORMAT)
     for key, value in spark_source_options(flow).items():
         reader = reader.option(key, value)
@@ -59,9 +60,10 @@ def mirror_frame(
         reader.option("assign", json.dumps(assign, separators=(",", ":")))
         .option("startingOffsets", start)
         .option("groups", str(max(1, groups)))
-        .load()
     )
-    return _target_records(source, flow, assignment, with_latency)
+    if write_gate:
+        source = source.option("writeGate", write_gate)
+    return _target_records(source.load(), flow, assignment, with_latency)
 
 
 def _target_records(source: Any, flow: FlowSpec, assignment: dict[str, int],
@@ -103,7 +105,8 @@ def warm_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int],
     through the same observation and projection into Spark's ``noop`` sink (code generation,
     the scheduler, a task). Nothing is read from or written to a cluster."""
     frame = mirror_frame(spark, flow, assignment, "latest", with_latency)
-    frame.writeStream.foreachBatch(lambda _frame, _batch_id: None)
+    if not flow.realtime:  # a real-time query has no foreachBatch writer
+        frame.writeStream.foreachBatch(lambda _frame, _batch_id: None)
     topic = sql_string(min(assignment)) if assignment else "''"
     rows = spark.range(0, 1, 1, 1).selectExpr(*(c.format(topic=topic) for c in _MADE_UP_ROW))
     _target_records(rows, flow, assignment, with_latency).write.format("noop") \
@@ -119,9 +122,10 @@ def start_query(
     batch_writer: BatchWriter | RealTimeWriter,
     with_latency: bool = False,
     groups: int | None = None,
+    write_gate: str | None = None,
 ) -> Any:
     """Start the flow's query; each batch is flushed (acks=all) before Spark commits it."""
-    frame = mirror_frame(spark, flow, assignment, start, with_latency, groups)
+    frame = mirror_frame(spark, flow, assignment, start, with_latency, groups, write_gate)
     if isinstance(batch_writer, RealTimeWriter):
         return _start_realtime(frame, flow, checkpoint, batch_writer.sink_options)
     writer = frame.writeStream.foreachBatch(batch_writer)

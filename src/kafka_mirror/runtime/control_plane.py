@@ -58,7 +58,7 @@ class ControlPlane:
         for checkpointer, runner in self.checkpointers:
             self.teardown.last_checkpoints.add(
                 f"last checkpoints of {checkpointer.flow.name}",
-                _when_active([runner], partial(_last_checkpoints, checkpointer)))
+                _when_translating(runner, partial(_last_checkpoints, checkpointer)))
 
     def _task(self, name: str, interval: float, action: Callable[[], object],
               first_delay: float = 0.0) -> None:
@@ -76,7 +76,7 @@ class ControlPlane:
             self.teardown.checkpointers.add(f"{flow.name} checkpoints", checkpointer.close)
             checkpointer.start()
             self._task(f"{flow.name} checkpoints", syncs.checkpoints_interval,
-                       _when_active([runner], self._checkpoint_round(checkpointer)),
+                       _when_translating(runner, self._checkpoint_round(checkpointer)),
                        syncs.checkpoints_interval)
             if syncs.refresh_groups:
                 self._task(f"{flow.name} groups", syncs.refresh_groups_interval,
@@ -84,7 +84,7 @@ class ControlPlane:
             if syncs.sync_group_offsets:
                 interval = syncs.sync_group_offsets_interval
                 self._task(f"{flow.name} group offsets", interval,
-                           _when_active([runner], self._group_sync_round(checkpointer)),
+                           _when_translating(runner, self._group_sync_round(checkpointer)),
                            interval)
         if syncs.sync_topic_acls:
             acls = AclSync(flow, runner.source, runner.target)
@@ -113,6 +113,17 @@ def _when_active(runners: Sequence[FlowRunner], action: Callable[[], object]
     would repeat the writer's)."""
     def run() -> None:
         if any(runner.active for runner in runners):
+            action()
+    return run
+
+
+def _when_translating(runner: FlowRunner, action: Callable[[], object]) -> Callable[[], None]:
+    """``action`` run only while this instance writes the flow and its offset translation is
+    the flow's (:attr:`FlowRunner.translates`: after a takeover, the previous writer's copies are
+    read in first; translated before, a group inside them would get a checkpoint that re-reads
+    all of them)."""
+    def run() -> None:
+        if runner.translates:
             action()
     return run
 

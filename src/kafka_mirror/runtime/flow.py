@@ -42,6 +42,7 @@ from kafka_mirror.engine.positions import (
 )
 from kafka_mirror.engine.py4j_connections import close_idle_callback_connections
 from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, realtime_groups
+from kafka_mirror.engine.write_gate import WriteGate
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.clients import admin_properties, spark_sink_options
@@ -55,7 +56,7 @@ from kafka_mirror.runtime.failures import (
     permanent_failure,
     query_error_line,
 )
-from kafka_mirror.runtime.realtime_flow import RealTimeFlow
+from kafka_mirror.runtime.realtime_flow import RealTimeEnds, RealTimeFlow
 from kafka_mirror.runtime.restarts import (
     LATE_WRITES,
     RECORD_SIZE,
@@ -105,18 +106,29 @@ class FlowRunner:
                                 partial(metrics.topics_changed, flow))
         self.ranges_path = self.state.flow_dir / "offset-ranges.json"
         self.ranges = OffsetRanges.load(self.ranges_path)
+        # one writer per flow: the lease in Kafka, and the gate the source's readers ask
+        lease_key, transactional_id = lease_names(flow.lag_group_id)
+        self.gate = WriteGate(flow.path_name)
+        self.lease = (
+            FlowLease(flow.name, transactional_id, flow.target, self.target,
+                      flow.lease_ms, member=member_id(str(state_root.resolve())),
+                      key=lease_key,
+                      selects=f"{','.join(flow.topic_filter.include)} excluding "
+                              f"{','.join(flow.topic_filter.exclude)}",
+                      on_held=self.gate.hold_until)
+            if flow.lease_ms > 0 else None
+        )
+        # what an instance that lost the lease drains late (real-time mode) is no sync: it would
+        # come after its successor's in the topic
+        may_write = None if self.lease is None else self.lease.held
         self.offset_syncs = (
-            OffsetSyncWriter(flow, admins, partial(metrics.offset_syncs_written, flow))
+            OffsetSyncWriter(flow, admins, partial(metrics.offset_syncs_written, flow),
+                             may_write)
             if flow.syncs.emit_offset_syncs else None
         )
         self.hooks: list[WriteHook] = [RangeKeeper(self.ranges)]
         if self.offset_syncs is not None:
             self.hooks.append(self.offset_syncs)
-        # real-time mode resumes after the last record the target acknowledged
-        self.acked = AckedPositions(self.state.flow_dir / ACKED_FILE)
-        if flow.realtime:
-            self.hooks.append(self.acked)
-        self.realtime = RealTimeFlow(flow, self.source, self.acked, self.hooks)
         self.target_ends = (
             TargetEnds(self.state.flow_dir / TARGET_ENDS_FILE)
             if flow.exactly_once_target and keeps_prefix(flow) else None
@@ -124,26 +136,25 @@ class FlowRunner:
         # the source's leader epochs, against unclean leader elections
         self.source_epochs = SourceEpochs(self.state.flow_dir / SOURCE_EPOCHS_FILE)
         self.unclean: UncleanElections | None = None
-        # the positions and target ends after them, kept in Kafka on the target (micro-batch
-        # mode with exactly once: what a restart on another host proves its start from)
+        # the positions and target ends after them, kept in Kafka on the target (with exactly
+        # once: what a restart on another host proves its start from)
         self.kept = (
             KeptPositions(flow.target, mm2_offsets_topic(raw_config, flow.source.alias,
                                                          flow.target.alias),
                           flow.source.alias, self.target, flow.positions_interval_ms)
-            if flow.positions_in_kafka and self.target_ends is not None and not flow.realtime
-            else None
+            if flow.positions_in_kafka and self.target_ends is not None else None
         )
         self._read_kept = True  # the positions kept in Kafka are read at the next start
-        # one writer per flow: the lease in Kafka (micro-batch mode)
-        lease_key, transactional_id = lease_names(flow.lag_group_id)
-        self.lease = (
-            FlowLease(flow.name, transactional_id, flow.target, self.target,
-                      flow.lease_ms, member=member_id(str(state_root.resolve())),
-                      key=lease_key,
-                      selects=f"{','.join(flow.topic_filter.include)} excluding "
-                              f"{','.join(flow.topic_filter.exclude)}")
-            if flow.lease_ms > 0 and not flow.realtime else None
-        )
+        # real-time mode resumes after the last record the target acknowledged; with exactly
+        # once, the target's end there is recorded first (and kept in Kafka while this
+        # instance holds the lease)
+        self.acked = AckedPositions(self.state.flow_dir / ACKED_FILE)
+        ends = (RealTimeEnds(flow, self.target_ends, self.kept,
+                             partial(getattr, self, "started_ids"), may_write)
+                if flow.realtime and self.target_ends is not None else None)
+        if flow.realtime:
+            self.hooks += [ends, self.acked] if ends is not None else [self.acked]
+        self.realtime = RealTimeFlow(flow, self.source, self.acked, self.hooks, ends)
         self._standing_by = False
         self.warm_up = StandbyWarmUp(flow.name, on_thread(f"standby {flow.name}"))
         self.resume = ResumePlanner(flow, self.source, self.state, self.ranges, self.acked,
@@ -198,6 +209,14 @@ class FlowRunner:
     def active(self) -> bool:
         """Whether this instance writes the flow (it holds its lease, or the flow has none)."""
         return self.lease is None or self.lease.holds
+
+    @property
+    def translates(self) -> bool:
+        """Whether this instance writes the flow and its offset translation is the flow's: a
+        query started since it took the lease (from the positions the previous writer kept in
+        Kafka, which the translation then covers) and the offset syncs the previous writer
+        wrote were read in (:meth:`ResumePlanner.rebuilt`)."""
+        return self.active and not self._read_kept and self.resume.rebuilt.is_set()
 
     def _may_write(self) -> bool:
         """:attr:`active`, with the change reported once."""
@@ -357,6 +376,8 @@ class FlowRunner:
             return known, False
         phases.mark("leader epochs")
         offsets = self._target_offsets(spark)
+        if known and self.flow.realtime:
+            known = self.realtime.proof_positions(known)
         # a first run from the log start whose first batch was cut resumes like the rest
         first = known is None and self.flow.starting_offsets == "earliest"
         if self.exactly_once is not None and ((resumed and bool(known)) or first):
@@ -375,7 +396,8 @@ class FlowRunner:
             if fresh and not self._check_data_loss(fresh, assignment):
                 return known, False
         if self.flow.realtime:
-            known = self.realtime.start_positions(known, assignment)
+            known = self.realtime.start_positions(
+                known, assignment, partial(offsets.end_offsets, timeout=30.0))
         return known, True
 
     def _check_unclean(self, spark: Any, known: Positions, assignment: dict[str, int]) -> bool:
@@ -446,8 +468,10 @@ class FlowRunner:
             self.last_writer = writer
             self.realtime.new_run()
             self.started_largest_batch = self.largest_batch
+            gated = self.lease is not None and self.gate.attach(spark)
             self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,
-                                     with_latency=self.with_latency, groups=groups)
+                                     with_latency=self.with_latency, groups=groups,
+                                     write_gate=self.gate.key if gated else None)
             self.groups = groups or 0
             for dropped in list(self.writers.values())[:-2]:
                 if isinstance(dropped, RealTimeWriter):

@@ -1,39 +1,101 @@
 """Real-time mode's side of a flow: where a run starts, and after every drain of acknowledged
 records, where they landed (to the write hooks) and the flow's progress (to the batch
-hooks); every few seconds, the source's leader epochs against unclean leader elections."""
+hooks); every few seconds, the source's leader epochs against unclean leader elections.
+
+With ``mirror.exactly.once.target`` (the default) a real-time flow is exactly once as a
+micro-batch flow is (:mod:`kafka_mirror.engine.exactly_once`): every run records, before it
+starts, where the target ends at each partition's start position, and every drain records where
+the target ends after the records it found acknowledged (:class:`RealTimeEnds`), before the
+acknowledged positions move. A run cut short (``kill -9``, a host lost) left records on the
+target past the last drain; the next start proves them against the source from the drain's pair
+and skips them. The pairs are kept in Kafka too (:mod:`kafka_mirror.state.kept_positions`), so
+a standby on another host proves its start from them."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.acked_positions import AckedPositions
-from kafka_mirror.engine.batch_writer import BatchWriter, WriteHook, run_write_hooks
+from kafka_mirror.engine.batch_writer import BatchWriter, BatchWritten, WriteHook, run_write_hooks
 from kafka_mirror.engine.batches import BatchHook, run_hooks
+from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.leader_epochs import TruncatedRange, UncleanElections
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.engine.realtime import RealTimeProgress, RealTimeWriter
+from kafka_mirror.runtime.failures import first_line
 from kafka_mirror.runtime.resume import SourceAdmin, assigned_partitions
+from kafka_mirror.state.kept_positions import KeptPositions
 
 log = logging.getLogger(__name__)
 # real-time progress: how long the source's offsets may take to answer (the flow's upkeep waits)
 PROGRESS_LOOKUP_SECONDS = 2.0
 # how often a running real-time flow reads the source's leader epochs (one ListOffsets request)
 EPOCH_CHECK_SECONDS = 5.0
+Pairs = dict[tuple[str, int], tuple[int, int]]
+
+
+class RealTimeEnds:
+    """Real-time write hook, before the acknowledged positions: per partition of a drain, the
+    position after its acknowledged records and the target's end after them (the end of the
+    partition's newest range), recorded for the exactly-once restart; kept in Kafka too while
+    ``may_keep`` (this instance holds the flow's lease: a writer that lost it keeps nothing
+    there). A failure to keep them is reported once until they are kept again; the next drain
+    tries again, and a restart proves from the pairs last kept."""
+
+    def __init__(self, flow: FlowSpec, target_ends: TargetEnds, kept: KeptPositions | None,
+                 topic_ids: Callable[[], Mapping[str, str]],
+                 may_keep: Callable[[], bool] | None = None) -> None:
+        self.flow = flow
+        self.target_ends = target_ends
+        self.kept = kept
+        self.topic_ids = topic_ids
+        self.may_keep = may_keep
+        self._failing = False
+
+    def on_written(self, event: BatchWritten) -> None:
+        pairs: Pairs = {}
+        for copy in event.copies:
+            key = (copy.topic, copy.partition)
+            if copy.copied.source_end > pairs.get(key, (-1, 0))[0]:
+                pairs[key] = (copy.copied.source_end, copy.copied.target_end)
+        if pairs:
+            self.target_ends.record(pairs)
+            self.keep(pairs)
+
+    def keep(self, pairs: Pairs) -> None:
+        """``pairs`` to the positions kept in Kafka (while the lease allows)."""
+        if self.kept is None or (self.may_keep is not None and not self.may_keep()):
+            return
+        try:
+            self.kept.keep(pairs, self.topic_ids())
+        except Exception as exc:
+            if not self._failing:
+                self._failing = True
+                log.warning("flow %s: positions not kept in %s (%s); a restart elsewhere proves "
+                            "its start from the last ones kept", self.flow.name,
+                            self.kept.topic, first_line(str(exc)))
+            return
+        if self._failing:
+            self._failing = False
+            log.info("flow %s: positions kept in %s again", self.flow.name, self.kept.topic)
 
 
 class RealTimeFlow:
     """A real-time flow's runs: their start positions, drains and progress."""
 
     def __init__(self, flow: FlowSpec, source: SourceAdmin, acked: AckedPositions,
-                 hooks: Sequence[WriteHook]) -> None:
+                 hooks: Sequence[WriteHook], ends: RealTimeEnds | None = None) -> None:
+        """``ends``: with exactly once, the hook (among ``hooks``) that records where the
+        target ended at the positions the flow reached."""
         self.flow = flow
         self.source = source
         self.acked = acked
         self.hooks = hooks
+        self.ends = ends
         self.progress = RealTimeProgress(flow)
         # progress after every drain goes to these batch hooks (set by the Mirror)
         self.progress_hooks: Sequence[BatchHook] = ()
@@ -66,16 +128,57 @@ class RealTimeFlow:
         self._checked = current
         return lost
 
-    def start_positions(self, known: Positions | None, assignment: Mapping[str, int]
-                        ) -> Positions | None:
+    def proof_positions(self, known: Positions) -> Positions:
+        """``known``, where a partition has no pair recorded at its position but one before it
+        (Spark committed a batch past the last drain), moved back to that pair's position: the
+        exactly-once restart proves from there what is on the target (never a position with
+        nothing to prove from, which would write the records since the drain again)."""
+        if self.ends is None:
+            return known
+        moved, recorded = dict(known), self.ends.target_ends
+        for tp, position in known.items():
+            if recorded.target_end(tp, position) is None:
+                pair = recorded.pair_at_or_before(tp, position)
+                if pair is not None:
+                    moved[tp] = pair[0]
+        return moved
+
+    def start_positions(self, known: Positions | None, assignment: Mapping[str, int],
+                        target_ends_now: Callable[[list[tuple[str, int]]], Positions]
+                        | None = None) -> Positions | None:
         """Where the run starts is saved before it starts (a run cut before Spark committed a
         batch resumes there, moved on by what it copied); a first run from the latest offsets
-        reads them now, for the same reason."""
+        reads them now, for the same reason. With exactly once (``target_ends_now`` reads the
+        target's end offsets, keyed by target partition) every partition's start is made
+        explicit and the target's end there recorded: the pair a run cut before its first
+        drain is proven from."""
+        partitions = assigned_partitions(assignment)
         if known is None and self.flow.starting_offsets == "latest":
-            known = self.source.end_offsets(assigned_partitions(assignment))
+            known = self.source.end_offsets(partitions)
+        if self.ends is not None and target_ends_now is not None:
+            known = self._record_starts(known, partitions, target_ends_now)
         if known:
             self.acked.seed(known)
         return known
+
+    def _record_starts(self, known: Positions | None, partitions: list[tuple[str, int]],
+                       target_ends_now: Callable[[list[tuple[str, int]]], Positions]
+                       ) -> Positions:
+        assert self.ends is not None
+        recorded = self.ends.target_ends
+        positions = dict(known or {})
+        new = [tp for tp in partitions if tp not in positions]
+        if new:  # never mirrored: from the log start (the first run's "latest" is read above)
+            positions |= self.source.log_start_offsets(new)
+        unrecorded = [tp for tp in partitions
+                      if recorded.target_end(tp, positions[tp]) is None]
+        if unrecorded:
+            target = self.flow.target_topic
+            ends = target_ends_now(sorted({(target(t), p) for t, p in unrecorded}))
+            pairs = {(t, p): (positions[(t, p)], ends[(target(t), p)]) for t, p in unrecorded}
+            recorded.record(pairs)
+            self.ends.keep(pairs)
+        return positions
 
     def drain(self, writer: BatchWriter | RealTimeWriter | None, assignment: Mapping[str, int],
               ended: tuple[int, float] | None = None) -> None:

@@ -99,6 +99,9 @@ class ResumePlanner:
         self.raw_config = raw_config
         self.read_mm2 = read_mm2
         self._reported_ids: set[tuple[str, str]] = set()
+        # set while no rebuild of offset translation from offset syncs is under way
+        self.rebuilt = threading.Event()
+        self.rebuilt.set()
 
     def resume_positions(self, topic_ids: Mapping[str, str]) -> Positions | None:
         """Where the flow resumes: the positions of its last committed batch (in real-time
@@ -220,25 +223,34 @@ class ResumePlanner:
 
         def rebuild() -> None:
             try:
-                syncs = read()
-            except Exception as exc:
-                log.warning("flow %s: offset syncs not read from %s (%s): offset translation "
-                            "starts at the positions kept in Kafka", self.flow.name, read.where,
-                            first_line(str(exc)))
-                return
-            rebuilt = used = 0
-            for (topic, partition), (position, end) in pairs.items():
-                facts = ranges_from_syncs(syncs.get((topic, partition), ()), position, end)
-                if len(facts) > 1:
-                    self.ranges.merge(topic, partition, facts)
-                    rebuilt, used = rebuilt + 1, used + len(facts) - 1
-            self.save_ranges()
-            log.info("flow %s: offset translation rebuilt for %d of %d partitions from %d "
-                     "offset syncs in %s (a group offset between two syncs translates to the "
-                     "record after the earlier one)", self.flow.name, rebuilt, len(pairs), used,
-                     read.where)
+                self._rebuild_from(read, pairs)
+            finally:
+                self.rebuilt.set()
 
+        self.rebuilt.clear()
         self.in_background(rebuild)
+
+    def _rebuild_from(self, read: ReadOffsetSyncs,
+                      pairs: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+        """The offset syncs of ``pairs``' partitions (below each kept pair) merged in."""
+        try:
+            syncs = read()
+        except Exception as exc:
+            log.warning("flow %s: offset syncs not read from %s (%s): offset translation "
+                        "starts at the positions kept in Kafka", self.flow.name, read.where,
+                        first_line(str(exc)))
+            return
+        rebuilt = used = 0
+        for (topic, partition), (position, end) in pairs.items():
+            facts = ranges_from_syncs(syncs.get((topic, partition), ()), position, end)
+            if len(facts) > 1:
+                self.ranges.merge(topic, partition, facts)
+                rebuilt, used = rebuilt + 1, used + len(facts) - 1
+        self.save_ranges()
+        log.info("flow %s: offset translation rebuilt for %d of %d partitions from %d "
+                 "offset syncs in %s (a group offset between two syncs translates to the "
+                 "record after the earlier one)", self.flow.name, rebuilt, len(pairs), used,
+                 read.where)
 
     def takeover_positions(self, assignment: Mapping[str, int] | None = None
                            ) -> Positions | None:

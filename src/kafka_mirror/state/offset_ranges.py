@@ -23,6 +23,7 @@ do not.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -206,13 +207,17 @@ def ranges_from_syncs(syncs: Sequence[tuple[int, int]], position: int, target_en
     Only the syncs after the last one that went back on either side (a topic deleted and
     created again, a rewind) count, and only those below the kept pair; each is an exact range
     of one record (a record copied twice has two: translation takes the later copy, after which
-    every later record follows it). The
+    every later record follows it). A sync that goes back but lies between two earlier ones on
+    both sides states what they say again (a new writer's proof of records its predecessor
+    copied past the positions it kept) and changes nothing. The
     kept pair itself says that every record from ``position`` on lands at or after
     ``target_end``. A group offset between two syncs translates to the record after the
     earlier one: never past where it reads, as MirrorMaker 2's own translation."""
     run: list[tuple[int, int]] = []
     for upstream, downstream in syncs:
         if run and (upstream < run[-1][0] or downstream < run[-1][1]):
+            if _restates(run, upstream, downstream):
+                continue
             run = []
         if not run or (upstream, downstream) != run[-1]:
             run.append((upstream, downstream))
@@ -220,3 +225,12 @@ def ranges_from_syncs(syncs: Sequence[tuple[int, int]], position: int, target_en
              if up < position and down < target_end]
     facts.append(CopiedRange(position, position, target_end, target_end, False))
     return facts
+
+
+def _restates(run: Sequence[tuple[int, int]], upstream: int, downstream: int) -> bool:
+    """Whether the sync lies between two syncs of ``run`` (ordered on both sides) on both
+    sides, or is one of them."""
+    below = bisect_right(run, (upstream, downstream))  # the syncs at or below it
+    if below == 0 or run[below - 1][1] > downstream:
+        return False
+    return below == len(run) or (upstream <= run[below][0] and downstream <= run[below][1])

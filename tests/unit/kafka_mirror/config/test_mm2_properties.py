@@ -283,22 +283,24 @@ def test_exactly_once_target_switch() -> None:
 
 
 def test_realtime_mode_and_what_it_refuses() -> None:
-    """``mirror.mode = realtime`` (per flow or top level): at-least-once, so exactly once on
-    the target is off unless asked for, and asking for it is an error naming the key; micro-batch
-    keys are refused with the key that replaces them."""
+    """``mirror.mode = realtime`` (per flow or top level): exactly once on the target as in
+    micro-batch mode (on by default, off when asked); micro-batch keys are refused with the key
+    that replaces them."""
     flows = mm2_from_text(BASE + "B->A.enabled = true\nA->B.mirror.mode = realtime\n"
                           "A->B.mirror.realtime.batch.duration.ms = 20000\n")
     by_name = {flow.name: flow for flow in flows.flows}
     assert by_name["A->B"].realtime and by_name["A->B"].realtime_batch_ms == 20_000
-    assert by_name["A->B"].exactly_once_target is False
+    assert by_name["A->B"].exactly_once_target is True
     assert not by_name["B->A"].realtime and by_name["B->A"].exactly_once_target is True
     assert not any("mirror." in n for n in flows.notices), flows.notices
     realtime = BASE + "mirror.mode = realtime\n"
     assert "maxOffsetsPerTrigger" not in spark_source_options(mm2_from_text(realtime).flows[0])
+    assert not mm2_from_text(
+        realtime + "mirror.exactly.once.target = false\n").flows[0].exactly_once_target
+    assert mm2_from_text(realtime + "exactly.once.support = required\n").flows[0] \
+        .exactly_once_target
     for extra, key, value in (
         ("mirror.mode = continuous\n", "mirror.mode", "continuous"),
-        ("mirror.exactly.once.target = true\n", "mirror.exactly.once.target", "true"),
-        ("exactly.once.support = required\n", "exactly.once.support", "required"),
         ("mirror.trigger.interval.ms = 100\n", "mirror.trigger.interval.ms", "100"),
         ("mirror.max.records.per.batch = 10\n", "mirror.max.records.per.batch", "10"),
         ("mirror.realtime.batch.duration.ms = 1000\n", "mirror.realtime.batch.duration.ms",

@@ -122,14 +122,15 @@ class Admin:
 
 
 def _lease(cluster: Cluster, clock: Clock, name: str, changes: list[str] | None = None,
-           member: str | None = None) -> FlowLease:
+           member: str | None = None, held: list[float | None] | None = None) -> FlowLease:
     seen = changes if changes is not None else []
+    until = held if held is not None else []
     lease = FlowLease(
         "A->B", TID, ClusterSpec("B", {"bootstrap.servers": "127.0.0.1:2"}), Admin(),  # type: ignore[arg-type]
         LEASE_MS, on_change=lambda: seen.append(name), holder=name,
         producer_factory=lambda conf: FakeProducer(cluster, conf),
         consumer_factory=lambda conf: FakeConsumer(cluster), clock=clock, wall=clock,
-        member=member,
+        member=member, on_held=until.append,
     )
     lease._thread = None
     return lease
@@ -374,3 +375,33 @@ def test_a_standby_whose_flow_selects_other_topics_says_so(
     a._renew()
     _drain(b)
     assert caplog.text.count("selects other topics") == 1
+
+
+def test_the_gate_is_told_until_when_the_holder_may_write() -> None:
+    """``on_held`` (the source readers' gate): after the claim and every renewal, the time until
+    which the holder may write (0.8 of a lease after the renewal began, when :meth:`held` turns
+    false); None when the lease is lost or released. A renewal that fails says nothing: the
+    gate closes at the last time it was told."""
+    clock = Clock()
+    cluster = Cluster(clock)
+    held_a: list[float | None] = []
+    held_b: list[float | None] = []
+    a = _start(_lease(cluster, clock, "a", held=held_a))
+    b = _start(_lease(cluster, clock, "b", held=held_b))
+    assert held_a == [1000.0 + 0.8 * a.lease] and held_b == []
+    clock.now += a.renew_every
+    a._renew()
+    assert held_a[-1] == clock.now + 0.8 * a.lease
+    cluster.down = True
+    clock.now += a.renew_every
+    a._renew()
+    assert len(held_a) == 2  # not renewed: nothing said, the last time stands
+    cluster.down = False
+    clock.now += a.lease  # a paused past its lease: b takes it, a is fenced
+    b._watch(0)
+    b._claim()
+    assert held_b == [clock.now + 0.8 * b.lease]
+    a._renew()
+    assert held_a[-1] is None and not a.held()
+    b.release()
+    assert held_b[-1] is None

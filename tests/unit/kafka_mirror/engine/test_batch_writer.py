@@ -198,3 +198,42 @@ def test_records_landing_late_refuse_the_batch_so_the_flow_counts_them(
                                   "the flow last saw its end at source offset 100")
     assert writer.refused.is_set() and not writer.writing.is_set()
     assert "the query restarts to count them before writing" in caplog.text
+
+
+def test_a_write_the_stop_interrupts_past_its_grace_ends_the_query_as_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the stop's grace period Spark interrupts the write itself: its error (py4j's text
+    of the Java InterruptedException and its whole stack trace) goes back as its first two
+    lines, which Spark's match finds without overflowing the stream thread's stack; a failure
+    while not stopping goes back as it is."""
+    import re
+    import traceback
+
+    from kafka_mirror.engine.batch_writer import StoppingBetweenBatches
+
+    class Interrupted(Exception):
+        pass
+
+    Interrupted.__module__, Interrupted.__name__ = "py4j.protocol", "Py4JJavaError"
+    text = ("An error occurred while calling o168.save.\n: java.lang.InterruptedException\n"
+            + "\tat java.base/java.lang.Object.wait(Native Method)\n" * 500)
+    flow = mm2_from_text(CONFIG).flows[0]
+    writer = BatchWriter(flow, tmp_path, {}, CountingTarget())
+
+    def interrupted(frame: object, batch_id: int) -> None:
+        writer.writing.set()
+        raise Interrupted(text)
+
+    monkeypatch.setattr(writer, "_write", interrupted)
+    with pytest.raises(Interrupted):  # not stopping: a failure, retried by the flow
+        writer(None, 3)
+    writer.stopping.set()
+    with pytest.raises(StoppingBetweenBatches) as stopped:
+        writer(None, 4)
+    message = "".join(traceback.format_exception(stopped.value))
+    found = re.search(r"py4j.protocol.Py4JJavaError: An error occurred while calling"
+                      r"((.|\r\n|\r|\n)*)(java.lang.InterruptedException)", message)
+    assert found is not None and len(message) - found.start() < 300, message
+    assert "flow A->B: batch 4 interrupted by the stop" in message
+    assert writer.writing.is_set() and not writer.in_batch.is_set()  # the restart waits for it

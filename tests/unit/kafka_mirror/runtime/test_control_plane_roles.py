@@ -1,16 +1,19 @@
 """A standby's control plane stays idle: checkpoints, group offset sync, ACL sync and the pair's
-heartbeats run only while this instance writes one of the flows."""
+heartbeats run only while this instance writes one of the flows; checkpoints and group offset
+sync, besides, only once its offset translation is the flow's (after a takeover: the previous
+writer's copies read in)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafka_mirror.runtime.control_plane import _when_active
+from kafka_mirror.runtime.control_plane import _when_active, _when_translating
 
 
 class Runner:
-    def __init__(self, active: bool) -> None:
+    def __init__(self, active: bool, translates: bool = False) -> None:
         self.active = active
+        self.translates = translates
 
 
 def test_tasks_run_only_while_a_flow_is_written_here() -> None:
@@ -23,3 +26,13 @@ def test_tasks_run_only_while_a_flow_is_written_here() -> None:
     writer.active = False  # the lease went to another instance
     _when_active(pair, lambda: ran.append("heartbeat"))()
     assert ran == ["heartbeat"]
+
+
+def test_checkpoints_wait_for_the_flows_translation() -> None:
+    ran: list[str] = []
+    runner: Any = Runner(True)  # took the lease; its query not started yet
+    _when_translating(runner, lambda: ran.append("checkpoints"))()
+    assert ran == []
+    runner.translates = True
+    _when_translating(runner, lambda: ran.append("checkpoints"))()
+    assert ran == ["checkpoints"]

@@ -281,6 +281,7 @@ def test_a_new_writer_rebuilds_offset_translation_from_the_offset_syncs(
 ) -> None:
     ranges = OffsetRanges()
     saved: list[int] = []
+    later: list[Callable[[], None]] = []
     planner = ResumePlanner(
         _flow(), FakeAdmin({"t": 3}), FlowState(tmp_path / "flow"), ranges,
         AckedPositions(tmp_path / "a.json"), TargetEnds(tmp_path / "ends.json"),
@@ -291,10 +292,13 @@ def test_a_new_writer_rebuilds_offset_translation_from_the_offset_syncs(
             ("t", 0): [(0, 1000), (99, 1099), (200, 1150), (299, 1249), (450, 1450)],
             ("t", 2): [(5, 5)],  # a partition that does not resume from Kafka
         }),
-        in_background=lambda action: action(),
+        in_background=later.append,
     )
     with caplog.at_level(logging.INFO):
         planner.with_kept_positions(None, {"t": 3}, {})
+        assert not planner.rebuilt.is_set()  # the checkpoints wait for it
+        later.pop()()
+    assert planner.rebuilt.is_set()
     # exact at each sync; between two, the record after the earlier one (never past it)
     assert ranges.translate("t", 0, 0) == 1000 and ranges.translate("t", 0, 99) == 1099
     assert ranges.translate("t", 0, 50) == 1001

@@ -256,6 +256,22 @@ def test_ranges_from_syncs_keep_the_last_run_below_the_kept_position() -> None:
     assert ranges_from_syncs([], 7, 9) == [CopiedRange(7, 7, 9, 9, False)]
 
 
+def test_a_sync_stated_again_by_a_new_writer_keeps_the_earlier_ones() -> None:
+    """A takeover proves records its predecessor copied past the positions it kept and writes
+    their syncs: they go back in the topic, but say what earlier syncs say (a rewind resets)."""
+    from kafka_mirror.state.offset_ranges import ranges_from_syncs
+
+    # b's syncs up to 10249; a, taking over from b's position kept at 9917, proves 9917..10333
+    syncs = [(7250, 7250), (8000, 8000), (9917, 9917), (10249, 10249), (9917, 9917),
+             (10333, 10333), (10334, 10334)]
+    facts = ranges_from_syncs(syncs, 10400, 10400)
+    assert [r.source_start for r in facts] == [7250, 8000, 9917, 10249, 10333, 10334, 10400]
+    # between two syncs on the upstream side, but below the earlier one downstream: a rewind
+    rewound = ranges_from_syncs([(0, 100), (50, 150), (20, 90), (30, 100)], 40, 110)
+    assert [(r.source_start, r.target_start) for r in rewound] == [(20, 90), (30, 100),
+                                                                   (40, 110)]
+
+
 def test_merged_facts_sit_among_the_partitions_own_ranges_in_source_order() -> None:
     ranges = OffsetRanges()
     ranges.add("t", 0, CopiedRange(100, 200, 1100, 1200, True))

@@ -8,12 +8,13 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * One Spark task's work: a group of source partitions read through one Kafka consumer. {@code
  * consumerKey} names the consumer in the executor's {@link ConsumerPool}: the same group of the
  * same stream gets the same consumer (and its fetch session and prefetched records) batch after
- * batch.
+ * batch. {@code writeGate} names the flow's {@link WriteGate} (null: none).
  */
 public record GroupInputPartition(
     String consumerKey,
     List<PartitionRange> ranges,
     Map<String, String> kafkaParams,
     long pollTimeoutMs,
-    boolean failOnDataLoss)
+    boolean failOnDataLoss,
+    String writeGate)
     implements InputPartition {}

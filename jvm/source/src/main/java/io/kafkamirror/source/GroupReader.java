@@ -23,7 +23,8 @@ import org.slf4j.LoggerFactory;
  * One task's reader of a group of partitions through one consumer (micro-batch: each partition
  * up to its end offset; real-time: on and on). Order within a partition is the log's; partitions
  * interleave as their fetches arrive. Records fetched past a partition's end are kept with the
- * consumer for the group's next batch.
+ * consumer for the group's next batch. While the flow's {@link WriteGate} is closed (this instance
+ * does not hold the flow's lease, or its last renewal is too old) no record is handed on.
  */
 final class GroupReader implements SupportsRealTimeRead<InternalRow> {
   private static final Logger LOG = LoggerFactory.getLogger(GroupReader.class);
@@ -36,6 +37,7 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
   private final Set<TopicPartition> active = new HashSet<>();
   private final ArrayDeque<ConsumerRecord<byte[], byte[]>> buffer = new ArrayDeque<>();
   private final Rows rows = new Rows();
+  private final WriteGate gate;
   private InternalRow current;
   private boolean healthy = true;
   private long progressed = System.currentTimeMillis();
@@ -44,6 +46,7 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
     this.input = input;
     this.lease = ConsumerPool.shared().borrow(input.consumerKey(), input.kafkaParams());
     this.consumer = lease.consumer;
+    this.gate = WriteGate.of(input.writeGate());
     try {
       position();
     } catch (RuntimeException e) {
@@ -110,6 +113,12 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
   private boolean advance(long deadline) {
     try {
       while (true) {
+        if (gate != null && !gate.isOpen()) {
+          if (!gate.await(deadline)) {
+            return false;
+          }
+          progressed = System.currentTimeMillis();  // the wait is not the source's silence
+        }
         ConsumerRecord<byte[], byte[]> record = buffer.poll();
         if (record != null) {
           if (take(record)) {

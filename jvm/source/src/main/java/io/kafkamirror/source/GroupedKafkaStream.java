@@ -252,7 +252,7 @@ public final class GroupedKafkaStream
     List<InputPartition> planned = new ArrayList<>();
     groups.forEach((group, members) -> planned.add(new GroupInputPartition(
         streamId + "/" + group, members, new HashMap<>(options.kafkaParams()),
-        options.pollTimeoutMs(), options.failOnDataLoss())));
+        options.pollTimeoutMs(), options.failOnDataLoss(), options.writeGate())));
     return planned.toArray(new InputPartition[0]);
   }
 

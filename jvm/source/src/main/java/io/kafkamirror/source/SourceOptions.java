@@ -17,7 +17,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * The source's options, named as Spark's Kafka source names them ({@code kafka.*}, {@code
  * assign}, {@code startingOffsets}, {@code failOnDataLoss}, {@code maxOffsetsPerTrigger},
  * {@code kafkaConsumer.pollTimeoutMs}) plus {@code groups}: how many groups (tasks, consumers)
- * the assigned partitions are spread over. As in Spark's Kafka source, {@code
+ * the assigned partitions are spread over, and {@code writeGate}: the name of the flow's {@link
+ * WriteGate} in this JVM (none when not given). As in Spark's Kafka source, {@code
  * kafkaConsumer.pollTimeoutMs} defaults to {@code spark.network.timeout}.
  */
 public record SourceOptions(
@@ -27,7 +28,8 @@ public record SourceOptions(
     boolean failOnDataLoss,
     long maxOffsetsPerTrigger,
     int groups,
-    long pollTimeoutMs) {
+    long pollTimeoutMs,
+    String writeGate) {
 
   static final String KAFKA_PREFIX = "kafka.";
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -59,7 +61,8 @@ public record SourceOptions(
         options.getBoolean("failOnDataLoss", true),
         options.getLong("maxOffsetsPerTrigger", Long.MAX_VALUE),
         Math.max(1, options.getInt("groups", 1)),
-        options.getLong("kafkaConsumer.pollTimeoutMs", networkTimeoutMs()));
+        options.getLong("kafkaConsumer.pollTimeoutMs", networkTimeoutMs()),
+        options.get("writeGate"));
   }
 
   /** {@code spark.network.timeout} (120 s unless set), in milliseconds. */

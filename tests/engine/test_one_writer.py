@@ -67,7 +67,12 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
                                f"mirror.lease.ms = {LEASE_MS}\nmirror.metrics.port = "
                                f"{ports[name]}\nmirror.metrics.bind.address = {LOOPBACK}\n"
                                "emit.checkpoints.interval.seconds = 1\n"
-                               "refresh.groups.interval.seconds = 1\n",
+                               "refresh.groups.interval.seconds = 1\n"
+                               # a flow (and lease) of its own: the other mode's run of this
+                               # test shares the session's clusters; and only the test's topic
+                               # (not heartbeats topics other tests left there)
+                               f"mirror.lag.group.id = kafka-mirror.{topic}\n"
+                               "heartbeats.replication.enabled = false\n",
                                realtime=mode == "realtime")
         return MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / name)],
                              tmp_path / f"{name}.log").start()

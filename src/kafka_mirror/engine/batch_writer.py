@@ -129,6 +129,16 @@ class WrittenRanges:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+def _interruption(message: str, interrupted: Exception) -> StoppingBetweenBatches:
+    """``message`` with the first two lines of ``interrupted`` (py4j's text of a Java
+    ``InterruptedException``), not its whole traceback: Spark matches the text it is given with a
+    backtracking regular expression whose recursion grows with the text after the match's start
+    (a Java stack trace there overflowed the stream thread's stack: StackOverflowError)."""
+    kind = type(interrupted)
+    first = "\n".join(str(interrupted).strip().splitlines()[:2])
+    return StoppingBetweenBatches(f"{message}; {kind.__module__}.{kind.__name__}: {first}")
+
+
 class StoppingBetweenBatches(RuntimeError):
     """Raised instead of writing a batch once the flow is stopping: Spark then ends the query
     with the previous batch as the last one committed (the refused batch is read again on the
@@ -222,14 +232,10 @@ class BatchWriter:
         except Exception as exc:
             if not self.stopping.is_set():
                 raise
-            # the stop interrupted the write past its grace period: the error's first two lines
-            # (the Java InterruptedException) end the query as stopped, its whole Java trace
-            # would overflow the stream thread's stack in Spark's match (see _refuse)
-            kind = type(exc)
-            first = "\n".join(str(exc).strip().splitlines()[:2])
-            raise StoppingBetweenBatches(
-                f"flow {self.flow.name}: batch {batch_id} interrupted by the stop; "
-                f"{kind.__module__}.{kind.__name__}: {first}") from None
+            # the stop interrupted the write past its grace period (the Java
+            # InterruptedException): the query ends as stopped
+            raise _interruption(
+                f"flow {self.flow.name}: batch {batch_id} interrupted by the stop", exc) from None
         finally:
             self.in_batch.clear()
 
@@ -325,14 +331,7 @@ class BatchWriter:
             thread.currentThread().interrupt()
             thread.sleep(1)  # throws the InterruptedException (and clears the interrupt)
         except Exception as interrupted:
-            # The interruption's first two lines end the text Spark reads, not its whole
-            # traceback: Spark matches the text with a backtracking regular expression whose
-            # recursion grows with the text after the match's start (a Java stack trace there
-            # overflowed the stream thread's stack: StackOverflowError).
-            kind = type(interrupted)
-            first = "\n".join(str(interrupted).strip().splitlines()[:2])
-            raise StoppingBetweenBatches(
-                f"{message}; {kind.__module__}.{kind.__name__}: {first}") from None
+            raise _interruption(message, interrupted) from None
         raise StoppingBetweenBatches(message)
 
     def _ends_before(self, moved: list[tuple[str, int]], start: Mapping[tuple[str, int], int]

@@ -45,14 +45,6 @@ public final class WriteGate {
     of(key).open = false;
   }
 
-  /** The gate {@code key} is dropped (its flow stopped); a reader that still has it waits. */
-  public static void forget(String key) {
-    WriteGate gate = GATES.remove(key);
-    if (gate != null) {
-      gate.open = false;
-    }
-  }
-
   /** This JVM's monotonic clock, for the caller to check that it reads the same one. */
   public static long nanoTime() {
     return System.nanoTime();

@@ -18,7 +18,6 @@ class WriteGateTest {
     WriteGate gate = WriteGate.of("new-flow");
     assertFalse(gate.isOpen());
     assertFalse(gate.await(System.currentTimeMillis() + 30));
-    WriteGate.forget("new-flow");
   }
 
   @Test
@@ -35,22 +34,17 @@ class WriteGateTest {
     assertTrue(gate.await(System.currentTimeMillis()));
     WriteGate.openUntil("deadline", System.nanoTime() - 1);  // a renewal too old to write on
     assertFalse(gate.isOpen());
-    WriteGate.forget("deadline");
   }
 
   @Test
-  void closedWhenTheLeaseIsLostAndWhenForgotten() {
+  void closedWhenTheLeaseIsLostUntilItIsTakenAgain() {
     WriteGate gate = WriteGate.of("lost");
     WriteGate.openUntil("lost", System.nanoTime() + SECOND);
     WriteGate.close("lost");
     assertFalse(gate.isOpen());
     WriteGate.openUntil("lost", System.nanoTime() + SECOND);
     assertTrue(gate.isOpen());
-    WriteGate.forget("lost");
-    assertFalse(gate.isOpen());  // a reader holding it waits
-    assertFalse(WriteGate.of("lost") == gate);  // named again: a new, closed gate
-    assertFalse(WriteGate.of("lost").isOpen());
-    WriteGate.forget("lost");
+    assertSame(gate, WriteGate.of("lost"));  // one gate per name, whoever asks
   }
 
   @Test
@@ -65,7 +59,6 @@ class WriteGateTest {
     reader.join(5_000);
     assertTrue(passed.get());
     assertSame(gate, WriteGate.of("opens"));
-    WriteGate.forget("opens");
   }
 
   @Test
@@ -92,6 +85,5 @@ class WriteGateTest {
         Thread.interrupted();
       }
     });
-    WriteGate.forget("interrupted");
   }
 }

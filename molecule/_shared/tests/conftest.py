@@ -2,36 +2,51 @@
 
 import contextlib
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))   # molecule/_shared: releases.py
+
 BRIDGE_IP = os.environ.get("MOL_BRIDGE_IP", "10.77.0.1")
 SOURCE = f"{BRIDGE_IP}:19092"
 DESTINATION = f"{BRIDGE_IP}:19192"
 
 
-def _read_mirrored(topic, sent, group, timeout, **conf):
+def _read_mirrored(topic, sent, group, timeout, copies=None, **conf):
     """Consume ``topic`` on the destination until every key of ``sent`` arrived (or timeout).
 
-    Returns {key: partition} of the records seen whose key is in ``sent``.
+    Returns {key: partition} of the records seen whose key is in ``sent``. With ``copies`` (a dict),
+    every copy of each is counted there, the topic read to its end.
     """
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError
 
     consumer = Consumer({"bootstrap.servers": DESTINATION, "group.id": group,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **conf})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "enable.partition.eof": copies is not None, **conf})
     consumer.subscribe([topic])
-    got = {}
+    got, at_end = {}, set()
     deadline = time.time() + timeout
     try:
-        while time.time() < deadline and len(got) < len(sent):
+        while time.time() < deadline:
+            if len(got) == len(sent) and (copies is None or at_end >= {p.partition for p in consumer.assignment()}):
+                break
             msg = consumer.poll(1.0)
-            if msg is None or msg.error():
+            if msg is None:
                 continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(msg.partition())
+                continue
+            at_end.discard(msg.partition())
             if msg.key() in sent:
                 got[msg.key()] = msg.partition()
+                if copies is not None:
+                    copies[msg.key()] = copies.get(msg.key(), 0) + 1
     finally:
         consumer.close()
     return got
@@ -94,3 +109,19 @@ def _inventory_host(name):
 @pytest.fixture
 def inventory_host():
     return _inventory_host
+
+
+def _site(*args, timeout=1500):
+    """kafka.mirror.site (the scenarios' converge playbook) on the scenario's hosts, with ``args``."""
+    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
+    playbook = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "_shared", "converge.yml")
+    began = time.monotonic()
+    run = subprocess.run(["ansible-playbook", "-i", inventory, playbook, "-e", "kafka_mirror_restart_pause=3", *args],
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    print(f"site {' '.join(args)}: {time.monotonic() - began:.0f} s")   # where the test's time goes (-s)
+    return run
+
+
+@pytest.fixture
+def site():
+    return _site

@@ -17,8 +17,6 @@ under supervisord)."""
 import json
 import os
 import re
-import subprocess
-import time
 import uuid
 
 import pytest
@@ -33,16 +31,6 @@ SECRETS = ("s3cr", "scr:ape", "molecule-store")
 FULL = os.environ.get("KAFKA_MIRROR_FULL", "0") not in ("", "0")
 TEMPLATE = "kafka.mirror.mirror : MirrorMaker 2 style configuration (mm2.properties)"
 DEFERRED_NOTICE = "kafka.mirror.mirror : Restart of kafka-mirror deferred"
-
-
-def _site(*args, timeout=1200):
-    inventory = os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"])
-    playbook = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "molecule", "_shared", "converge.yml")
-    began = time.monotonic()
-    run = subprocess.run(["ansible-playbook", "-i", inventory, playbook, "-e", "kafka_mirror_restart_pause=3",
-                          *args], capture_output=True, text=True, timeout=timeout, check=False)
-    print(f"site {' '.join(args)}: {time.monotonic() - began:.0f} s")   # where the test's time goes (-s)
-    return run
 
 
 def _changed_tasks(stdout):
@@ -76,7 +64,8 @@ def _pids(inventory_host):
     return pids
 
 
-def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read_mirrored, producing, inventory_host):
+def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read_mirrored, producing, inventory_host,
+                                                                        site):
     if os.environ.get("MOLECULE_SCENARIO_NAME") != "default":
         pytest.skip("the rolling apply is exercised in the default scenario")
     hv = host.ansible.get_variables()
@@ -87,7 +76,7 @@ def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read
 
     # the plan: every mirror host's mm2.properties diff shows the new topics.exclude, no secret shows
     # the plan and the deferred apply restart nothing: every host at once (kafka_mirror_serial)
-    plan = _site("--check", "--diff", "-e", change, "-e", "mirror_restart_mode=deferred",
+    plan = site("--check", "--diff", "-e", change, "-e", "mirror_restart_mode=deferred",
                  "-e", "kafka_mirror_serial=100%")
     assert plan.returncode == 0, plan.stdout[-4000:] + plan.stderr[-2000:]
     added = [line for line in plan.stdout.splitlines()
@@ -102,7 +91,7 @@ def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read
     rolling_args = ("-e", change)   # the CI form: the change applied rolling
     if FULL:
         # deferred: the change is applied, no mirror restarts, each host says it waits for a restart
-        deferred = _site("-e", change, "-e", "mirror_restart_mode=deferred", "-e", "kafka_mirror_serial=100%")
+        deferred = site("-e", change, "-e", "mirror_restart_mode=deferred", "-e", "kafka_mirror_serial=100%")
         assert deferred.returncode == 0, deferred.stdout[-4000:] + deferred.stderr[-2000:]
         for name in HOSTS:
             assert f"{name}: kafka-mirror runs its previous configuration until it is restarted" in deferred.stdout, \
@@ -119,7 +108,7 @@ def test_a_change_is_planned_deferred_then_applied_one_host_at_a_time(host, read
     # the change (the CI form) or its revert (the full form) in the default mode (rolling), under continuous produce
     topic = "molecule.orders"
     with producing(topic) as sent:
-        rolling = _site(*rolling_args)
+        rolling = site(*rolling_args)
     assert rolling.returncode == 0, rolling.stdout[-4000:] + rolling.stderr[-2000:]
     if not FULL:
         # check mode predicted the apply: the same tasks changed on the same hosts but the restart's

@@ -1,4 +1,5 @@
-"""Fixtures of the kerberos scenario's verifier (its Kerberos clients: molecule/_shared/krb_clients.py)."""
+"""Fixtures of the kerberos scenario's verifier (its Kerberos clients: molecule/_shared/krb_clients.py; releases:
+molecule/_shared/releases.py)."""
 
 import os
 import sys

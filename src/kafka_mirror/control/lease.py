@@ -305,7 +305,7 @@ class FlowLease:
                     self._closing.wait(self.renew_every)
                     self._set_up()
                     continue
-                self._watch(self.renew_every)
+                self._watch(self._until_next_step())
                 if self._closing.is_set():
                     return
                 if self._clock() - self._announced_at >= self.lease:
@@ -321,6 +321,16 @@ class FlowLease:
             except Exception as exc:  # a defect or an unexpected client error: go on
                 log.warning("flow %s: lease upkeep failed: %s", self.flow_name, exc)
                 self._closing.wait(self.renew_every)
+
+    def _until_next_step(self) -> float:
+        """How long to watch the topic before the next step: a renewal period, or, for a standby,
+        until the holder's lease lapses if that comes sooner (so the lease is taken when it
+        lapses, not up to a period later)."""
+        if self._active:
+            return self.renew_every
+        with self._lock:
+            lapses_in = self._seen_at + self.lease - self._clock()
+        return max(0.0, min(self.renew_every, lapses_in))
 
     def _watch(self, timeout: float) -> None:
         """Records of the lease topic that arrived, for up to ``timeout`` seconds."""

@@ -189,6 +189,22 @@ def test_a_holder_that_stops_renewing_stops_writing_before_the_standby_takes_ove
         ("a", 1, True), ("b", 2, True)]
 
 
+def test_a_standby_wakes_when_the_holders_lease_lapses_not_a_renewal_period_later() -> None:
+    clock = Clock()
+    cluster = Cluster(clock)
+    a = _start(_lease(cluster, clock, "a"))
+    b = _start(_lease(cluster, clock, "b"))
+    _drain(b)
+    assert a._until_next_step() == a.renew_every  # the holder renews every period
+    assert b._until_next_step() == b.renew_every  # the lease lapses later than a period from now
+    clock.now += 0.9 * b.lease  # a stopped renewing (kill -9)
+    assert b._until_next_step() == pytest.approx(0.1 * b.lease)  # wakes when it lapses ...
+    clock.now += 0.1 * b.lease
+    assert b._until_next_step() == 0.0 and b._free()  # ... and takes it then
+    clock.now += b.lease
+    assert b._until_next_step() == 0.0
+
+
 def test_a_holder_that_sees_its_successor_stops_without_waiting_for_a_renewal() -> None:
     clock = Clock()
     cluster = Cluster(clock)

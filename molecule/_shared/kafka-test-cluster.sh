@@ -5,6 +5,10 @@
 #   kafka-test-cluster.sh start NAME HOST PORT   start (idempotent), wait until it answers
 #   kafka-test-cluster.sh stop  NAME             SIGTERM, wait, remove its data
 #   kafka-test-cluster.sh status NAME
+#   kafka-test-cluster.sh scram-user NAME USER PASSWORD
+#                                                set USER's SCRAM-SHA-512 password (created or rotated)
+# Besides PLAINTEXT on PORT, each cluster has a SASL_PLAINTEXT listener with SCRAM-SHA-512 on PORT+2
+# (users made by scram-user; no authorizer).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=${KAFKA_MIRROR_REPO:-$(cd "$HERE/../.." && pwd)}
@@ -16,7 +20,7 @@ HEAP=${KAFKA_TEST_HEAP:--Xmx384m -Xms128m}
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start() {
-  local name=$1 host=$2 port=$3 d=$BASE/$1 cport=$(( $3 + 1000 ))
+  local name=$1 host=$2 port=$3 d=$BASE/$1 cport=$(( $3 + 1000 )) sport=$(( $3 + 2 ))
   [ -d "$LIB" ] || { echo "missing $LIB: run mvn -q -f jvm/pom.xml package -DskipTests" >&2; exit 1; }
   if alive "$d/pid"; then echo "$name already running"; return 0; fi
   rm -rf "$d"; mkdir -p "$d/data"
@@ -24,11 +28,13 @@ start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$host:$cport
-listeners=PLAINTEXT://$host:$port,CONTROLLER://$host:$cport
-advertised.listeners=PLAINTEXT://$host:$port
+listeners=PLAINTEXT://$host:$port,CONTROLLER://$host:$cport,SASL_PLAINTEXT://$host:$sport
+advertised.listeners=PLAINTEXT://$host:$port,SASL_PLAINTEXT://$host:$sport
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$d/data
 num.partitions=1
 default.replication.factor=1
@@ -96,4 +102,18 @@ stop() {
 
 status() { if alive "$BASE/$1/pid"; then echo running; else echo stopped; return 1; fi; }
 
-"$@"
+scram_user() {  # NAME USER PASSWORD: through the cluster's PLAINTEXT listener (Kafka's ConfigCommand)
+  local d=$BASE/$1 bootstrap cp
+  alive "$d/pid" || { echo "kafka $1 is not running" >&2; exit 1; }
+  bootstrap=$(sed -n 's|^advertised.listeners=PLAINTEXT://\([^,]*\),.*|\1|p' "$d/server.properties")
+  cp=$(find "$LIB" -maxdepth 1 -type f -name '*.jar' | LC_ALL=C sort | paste -sd:)
+  java -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$d/log4j2.properties" -cp "$cp" \
+    kafka.admin.ConfigCommand --bootstrap-server "$bootstrap" --alter --entity-type users --entity-name "$2" \
+    --add-config "SCRAM-SHA-512=[iterations=4096,password=$3]" >/dev/null
+  echo "SCRAM-SHA-512 password of $2 set on $1"
+}
+
+case "${1:-}" in
+  scram-user) shift; scram_user "$@" ;;
+  *) "$@" ;;
+esac

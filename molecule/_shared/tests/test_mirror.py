@@ -149,17 +149,22 @@ def test_property_values_read_back_by_java(mirror_host, tmp_path):
 
 
 def test_client_secrets_in_their_own_file(mirror_host, tmp_path):
-    """A client secret (the destination's truststore password in the default scenario) is in
-    mm2-secrets.properties (0600, the service user's), read back byte for byte as Kafka's
-    FileConfigProvider reads it; mm2.properties holds a reference to it through the provider it
-    configures, and no secret. A host without secrets has neither the file nor config.providers.
+    """A client secret (the destination's truststore password in the default scenario, its SCRAM
+    login in the supervisord scenario) is in mm2-secrets.properties (0600, the service user's), read
+    back byte for byte as Kafka's FileConfigProvider reads it; mm2.properties holds a reference to it
+    through the provider it configures, and no secret. A host without secrets has neither the file
+    nor config.providers.
     kafka-mirror resolves it when its check-config validates the file and when it starts (both
     fail on a reference it cannot resolve), and the escape-check value's ${env:HOME}, naming a
     provider not configured, stays; stock MirrorMaker 2 starts with the provider configured (an
     unresolved reference would stay as text there, so its resolution is not shown here)."""
     host = mirror_host
     hv = _hostvars(host)
+    alias = hv.get("mirror_destination_alias", "dst")
     secret = hv.get("mirror_destination_ssl_truststore_password") or ""
+    key = f"{alias}.ssl.truststore.password"
+    if hv.get("mirror_destination_sasl_password"):
+        secret, key = hv["mirror_destination_sasl_password"], f"{alias}.sasl.jaas.config"
     conf_path, secrets_path = "/etc/kafka-mirror/mm2.properties", "/etc/kafka-mirror/mm2-secrets.properties"
     conf = host.file(conf_path).content_string
     secrets = host.file(secrets_path)
@@ -167,9 +172,13 @@ def test_client_secrets_in_their_own_file(mirror_host, tmp_path):
         assert not secrets.exists
         assert "config.providers" not in conf
         return
-    key = f"{hv.get('mirror_destination_alias', 'dst')}.ssl.truststore.password"
     assert (secrets.user, secrets.mode) == (USER, 0o600)
-    assert _java_read_back(host, tmp_path, secrets_path, key) == secret
+    read_back = _java_read_back(host, tmp_path, secrets_path, key)
+    if key.endswith(".sasl.jaas.config"):   # the login module's options hold it
+        assert f'password="{secret}"' in read_back, key
+    else:
+        assert read_back == secret
+    assert secret not in conf
     assert _java_read_back(host, tmp_path, conf_path, key) == f"${{kafkamirrorsecrets:{secrets_path}:{key}}}"
     assert _java_read_back(host, tmp_path, conf_path, "config.providers") == "kafkamirrorsecrets"
     assert (_java_read_back(host, tmp_path, conf_path, "config.providers.kafkamirrorsecrets.class")

@@ -316,7 +316,7 @@ class FlowLease:
                         self._lose(f"{taken.holder} took it (epoch {taken.epoch})")
                     elif self._clock() - self._renewed_at >= self.renew_every:
                         self._renew()
-                elif self._free():
+                elif self._may_claim():
                     self._claim()
             except Exception as exc:  # a defect or an unexpected client error: go on
                 log.warning("flow %s: lease upkeep failed: %s", self.flow_name, exc)
@@ -341,10 +341,46 @@ class FlowLease:
                 if self._clock() >= deadline:
                     return
                 continue
-            if message.key() == self.key:
-                self._saw(LeaseRecord.decode(message.value()))
+            if self._read(message):
                 return  # acted on at once (a release, a takeover)
-            self._saw_member(message.key(), message.value(), self._wall())
+
+    def _read(self, message: Any) -> bool:
+        """A record of the lease topic taken in; whether it was this flow's lease record."""
+        if message.key() == self.key:
+            self._saw(LeaseRecord.decode(message.value()))
+            return True
+        self._saw_member(message.key(), message.value(), self._wall())
+        return False
+
+    def _may_claim(self) -> bool:
+        """Whether this instance takes the lease now: it is free by what this instance saw, and
+        still so once it read the topic to its end (what it saw may be old: a standby, or a holder
+        that gave the lease up, paused past it, must not act on what it saw before the pause)."""
+        return self._free() and self._caught_up() and self._free()
+
+    def _caught_up(self) -> bool:
+        """Read the lease topic to where it ends now (within a quarter lease); False when that
+        end was not reached in time (no claim on what may be old)."""
+        partition = TopicPartition(self.topic, 0)
+        low, high = self._consumer.get_watermark_offsets(partition, timeout=self.renew_every)
+        deadline = self._clock() + self.renew_every
+        while not self._closing.is_set():
+            position = self._consumer.position([partition])[0].offset
+            if high <= low or position >= high:
+                return True
+            if self._clock() >= deadline:
+                return False
+            message = self._consumer.poll(0.05)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                # read_committed: the end a reader reaches is the last committed record's
+                if error.code() == KafkaError._PARTITION_EOF and message.offset() >= high:
+                    return True
+                continue
+            self._read(message)
+        return False
 
     def _saw(self, record: LeaseRecord | None) -> None:
         with self._lock:

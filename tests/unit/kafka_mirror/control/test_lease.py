@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.control.lease import FlowLease, LeaseRecord
@@ -97,20 +97,23 @@ class FakeProducer:
 
 class FakeConsumer:
     def __init__(self, cluster: Cluster) -> None:
-        self.cluster, self.position = cluster, 0
+        self.cluster, self.at = cluster, 0
 
     def assign(self, partitions: list[Any]) -> None:
-        self.position = 0
+        self.at = 0
 
     def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
         return 0, len(self.cluster.log)
 
+    def position(self, partitions: list[Any]) -> list[Any]:
+        return [TopicPartition(tp.topic, tp.partition, self.at) for tp in partitions]
+
     def poll(self, timeout: float) -> Message | None:
-        if self.position >= len(self.cluster.log):
+        if self.at >= len(self.cluster.log):
             return None
-        key, value = self.cluster.log[self.position]
-        self.position += 1
-        return Message(self.position - 1, key, value, self.cluster.stamps[self.position - 1])
+        key, value = self.cluster.log[self.at]
+        self.at += 1
+        return Message(self.at - 1, key, value, self.cluster.stamps[self.at - 1])
 
     def close(self) -> None:
         pass
@@ -144,7 +147,7 @@ def _start(lease: FlowLease) -> FlowLease:
 
 def _drain(lease: FlowLease) -> None:
     """What the lease's thread reads of the topic, up to its end."""
-    while lease._consumer.position < len(lease._consumer.cluster.log):
+    while lease._consumer.at < len(lease._consumer.cluster.log):
         lease._watch(0)
 
 
@@ -203,6 +206,23 @@ def test_a_standby_wakes_when_the_holders_lease_lapses_not_a_renewal_period_late
     assert b._until_next_step() == 0.0 and b._free()  # ... and takes it then
     clock.now += b.lease
     assert b._until_next_step() == 0.0
+
+
+def test_a_holder_that_gave_the_lease_up_reads_where_it_stands_before_it_claims_again() -> None:
+    clock = Clock()
+    cluster = Cluster(clock)
+    a = _start(_lease(cluster, clock, "a"))
+    b = _start(_lease(cluster, clock, "b"))
+    _drain(a)
+    _drain(b)
+    clock.now += a.lease  # a paused (SIGSTOP) past its lease: b takes it over
+    assert b._may_claim()
+    b._claim()
+    a._renew()  # a resumes: too late to renew, it gives the lease up (before it read b's record)
+    assert not a.holds and a.last is not None and a.last.holder == "a"
+    assert a._free()  # by what it saw before the pause ...
+    assert not a._may_claim()  # ... but not once it read the topic to its end: b holds it
+    assert a.last.holder == "b" and a.last.epoch == 2 and b.held()
 
 
 def test_a_holder_that_sees_its_successor_stops_without_waiting_for_a_renewal() -> None:

@@ -192,12 +192,19 @@ def test_a_holder_that_stops_renewing_stops_writing_before_the_standby_takes_ove
         ("a", 1, True), ("b", 2, True)]
 
 
-def test_a_standby_wakes_when_the_holders_lease_lapses_not_a_renewal_period_later() -> None:
+def _holder_and_standby() -> tuple[Clock, FlowLease, FlowLease]:
+    """a holds the lease, b stands by; both read the topic to its end."""
     clock = Clock()
     cluster = Cluster(clock)
     a = _start(_lease(cluster, clock, "a"))
     b = _start(_lease(cluster, clock, "b"))
+    _drain(a)
     _drain(b)
+    return clock, a, b
+
+
+def test_a_standby_wakes_when_the_holders_lease_lapses_not_a_renewal_period_later() -> None:
+    clock, a, b = _holder_and_standby()
     assert a._until_next_step() == a.renew_every  # the holder renews every period
     assert b._until_next_step() == b.renew_every  # the lease lapses later than a period from now
     clock.now += 0.9 * b.lease  # a stopped renewing (kill -9)
@@ -209,12 +216,7 @@ def test_a_standby_wakes_when_the_holders_lease_lapses_not_a_renewal_period_late
 
 
 def test_a_holder_that_gave_the_lease_up_reads_where_it_stands_before_it_claims_again() -> None:
-    clock = Clock()
-    cluster = Cluster(clock)
-    a = _start(_lease(cluster, clock, "a"))
-    b = _start(_lease(cluster, clock, "b"))
-    _drain(a)
-    _drain(b)
+    clock, a, b = _holder_and_standby()
     clock.now += a.lease  # a paused (SIGSTOP) past its lease: b takes it over
     assert b._may_claim()
     b._claim()

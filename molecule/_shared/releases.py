@@ -32,19 +32,40 @@ def previous_release(version):
     return str(older[0])
 
 
+def _git(*args):
+    return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=False)
+
+
+def release_commit(release):
+    """The commit of release ``release``: its tag ``v<release>`` when the clone has tags, else the commit
+    of this branch's history that set ``galaxy.yml`` to that version (a clone of one branch, as CI makes,
+    has the history but not the tags); a shallow clone is deepened first (else its oldest commit would
+    seem to set every line)."""
+    tagged = _git("rev-parse", "--verify", "--quiet", f"v{release}^{{commit}}")
+    if tagged.returncode == 0:
+        return tagged.stdout.strip()
+    if _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        _git("fetch", "--quiet", "--unshallow")
+    pattern = "^version: " + release.replace(".", "\\.") + "$"
+    found = _git("log", "--reverse", "--format=%H", "-G", pattern, "HEAD", "--", "galaxy.yml").stdout.split()
+    if found and _git("rev-parse", "--is-shallow-repository").stdout.strip() == "false":
+        return found[0]
+    raise AssertionError(f"release {release}: no tag v{release} and no commit of HEAD's history in {REPO} "
+                         f"sets galaxy.yml to version {release} (git fetch --tags, or a clone with history)")
+
+
 def build_release(release, out):
-    """Release ``release``'s bundle, built by its own scripts/build-bundle.sh from its own tree (its tag,
-    exported with git archive), under ``out``; returns the bundle's directory."""
-    tag = f"v{release}"
-    known = subprocess.run(["git", "-C", REPO, "rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}"],
-                           capture_output=True, text=True, check=False)
-    assert known.returncode == 0, f"no tag {tag} for release {release} in {REPO}: fetch the tags (git fetch --tags)"
+    """Release ``release``'s bundle, built by its own scripts/build-bundle.sh from its own tree (its
+    commit, exported with git archive), under ``out``; returns the bundle's directory."""
+    commit = release_commit(release)
+    shown = _git("show", f"{commit}:galaxy.yml").stdout
+    assert f"\nversion: {release}\n" in shown, f"{commit}'s galaxy.yml is not at version {release}"
     os.makedirs(out, exist_ok=True)
     tree = os.path.join(out, f"kafka-mirror-{release}")
     began = time.monotonic()
     shutil.rmtree(tree, ignore_errors=True)
     os.makedirs(tree)
-    subprocess.run(f"git -C '{REPO}' archive --format=tar {tag} | tar -x -C '{tree}'", shell=True, check=True)
+    subprocess.run(f"git -C '{REPO}' archive --format=tar {commit} | tar -x -C '{tree}'", shell=True, check=True)
     # what that build would make again from the same inputs, taken from this tree's build (hard
     # links): the wheelhouse (its build script reuses it when the wheel's requirements are the
     # same, else it builds its own) and, when the JVM modules' sources are the same, their jars
@@ -52,14 +73,14 @@ def build_release(release, out):
     if os.path.isdir(cache):
         os.makedirs(os.path.join(tree, "build", "bundle-cache"))
         shutil.copytree(cache, os.path.join(tree, "build", "bundle-cache", "wheelhouse"), copy_function=os.link)
-    jvm_same = subprocess.run(["git", "-C", REPO, "diff", "--quiet", tag, "HEAD", "--", "jvm"], check=False)
+    jvm_same = subprocess.run(["git", "-C", REPO, "diff", "--quiet", commit, "HEAD", "--", "jvm"], check=False)
     jars = os.path.join(REPO, "jvm", "spark-connector", "target", "lib")
     if jvm_same.returncode == 0 and os.path.isdir(jars):
         shutil.copytree(jars, os.path.join(tree, "jvm", "spark-connector", "target", "lib"), copy_function=os.link)
     build = subprocess.run([os.path.join(tree, "scripts", "build-bundle.sh"), "--out", out],
                            capture_output=True, text=True, timeout=1500, check=False)
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
-    print(f"release {release}'s bundle built from {tag} in {time.monotonic() - began:.0f} s")
+    print(f"release {release}'s bundle built from {commit[:12]} in {time.monotonic() - began:.0f} s")
     bundle = os.path.join(out, f"kafka-mirror-bundle-{release}")
     assert bundle_version(bundle) == release
     return bundle

@@ -261,9 +261,9 @@ def add_latency_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--km-realtime",
         action="store_true",
-        help="also run kafka-mirror in its real-time mode (with --latency: at the same time, "
-        "into a destination of its own; otherwise: one more mirror run of each round); refused "
-        "when kafka-mirror does not know a --km-realtime-setting key",
+        help="also run kafka-mirror in its real-time mode (with --latency or --scale: at the "
+        "same time, into a destination of its own; otherwise: one more mirror run of each "
+        "round); refused when kafka-mirror does not know a --km-realtime-setting key",
     )
     group.add_argument(
         "--km-realtime-setting",

@@ -38,8 +38,9 @@ from confluent_kafka.admin import OffsetSpec
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
 
+from . import km_driver
 from .common import LATENCY_CONSUMER_TUNING, LATENCY_PRODUCER_TUNING, SOURCE_ALIAS, MirrorFailed
-from .latency import drain
+from .latency import NO_MIRROR, drain
 from .measures import TreeSampler
 from .mirrors import (
     Mirror,
@@ -220,6 +221,7 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
             "record_size": ns.record_size, "refresh_topics_interval_s": ns.refresh_seconds,
             "mm2_tasks": ns.mm2_tasks, "consumer_tuning": LATENCY_CONSUMER_TUNING,
             "producer_tuning": LATENCY_PRODUCER_TUNING,
+            "kafka_mirror_realtime": bool(ns.km_realtime),
         },
         "machine": machine_info(),
         "loadavg": {"start": os.getloadavg()},
@@ -232,10 +234,13 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
     workload = Workload(0, ns.record_size, partitions, ns.compression)
     try:
         kinds = ["mm2", "kafka-mirror"] if ns.only == "both" else [ns.only]
+        realtime = km_driver.realtime_settings(ns.km_realtime_setting) if ns.km_realtime else None
+        if realtime is not None:
+            kinds.append("kafka-mirror-rt")
         source, destinations = start_source_and_destinations(ns, workdir, kinds, clusters)
         mirrors = make_mirrors(ns, workdir, source, destinations, workload,
                                f"{SCALE_PREFIX}.*", LATENCY_CONSUMER_TUNING,
-                               LATENCY_PRODUCER_TUNING, None, mm2_tasks=ns.mm2_tasks)
+                               LATENCY_PRODUCER_TUNING, realtime, mm2_tasks=ns.mm2_tasks)
         began = time.monotonic()
         admin = source.admin()
         for chunk in range(0, len(topics), 100):
@@ -252,8 +257,13 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
         for mirror in mirrors:
             mirror.probe = Probe(ctx, mirror.destination.bootstrap, mirror.label)
             probes.append(mirror.probe)
+        # the same probe on the source topics: the latency of the producer, the source broker
+        # and the probe themselves, which every mirror's figure includes
+        source_probe = Probe(ctx, source.bootstrap, NO_MIRROR)
+        probes.append(source_probe)
         producer = RateProducer(ctx, source.bootstrap, ns.record_size, ns.compression)
-        return _measure(ns, report, source, mirrors, probes, producer, topics, partitions)
+        return _measure(ns, report, source, mirrors, probes, source_probe, producer, topics,
+                        partitions)
     finally:
         stop_everything(mirrors, producer, probes, clusters, workdir, ns.keep)
 
@@ -270,6 +280,7 @@ def _measure(
     source: LocalKafkaCluster,
     mirrors: list[Mirror],
     probes: list[Probe],
+    source_probe: Probe,
     producer: RateProducer,
     topics: list[str],
     partitions: int,
@@ -318,6 +329,7 @@ def _measure(
             assert mirror.probe is not None
             mirror.probe.commands.put(("assign", [(t, p) for t in targets
                                                   for p in range(partitions)]))
+        source_probe.commands.put(("assign", [(t, p) for t in topics for p in range(partitions)]))
         # 3. steady
         per_topic = ns.scale_rate / len(topics)
         print(f"steady: {ns.scale_rate:,.0f} records/s over {total:,} partitions for "
@@ -367,6 +379,8 @@ def _measure(
             broker_connections_peak=connections[mirror.label].stop(),
             config=mirror.config,
         )
+    source_latency = summaries[NO_MIRROR]["phases"].get(STEADY_PHASE, {}).get("latency_ms", {})
+    report["no_mirror_latency_ms"] = {k: source_latency.get(k) for k in ("p50", "p99", "max")}
     report["mirrors"] = results
     report["table"] = render_scale_table(report, [m.label for m in mirrors])
     print()
@@ -393,10 +407,12 @@ def render_scale_table(report: dict[str, Any], labels: Sequence[str]) -> str:
         return f"{name:{width}}" + "".join(
             f" {_fmt(mirrors[label].get(key), digits):>16}" for label in labels)
 
+    source = report.get("no_mirror_latency_ms") or {}
+
     def latency(name: str) -> str:
         return f"{'  ' + name:{width}}" + "".join(
             f" {_fmt((mirrors[label].get('latency_ms') or {}).get(name), 0):>16}"
-            for label in labels)
+            for label in labels) + f"   (no mirror: {_fmt(source.get(name), 0)})"
 
     return "\n".join([
         f"Scale: {settings['topics']:,} topics x {settings['partitions_per_topic']} partitions "

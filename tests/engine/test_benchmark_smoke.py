@@ -128,4 +128,5 @@ def test_scale_mode_smoke_run(tmp_path: Path) -> None:
         assert result["latency_ms"]["p99"] is not None, label
         assert result["broker_connections_peak"] > 0, label
         assert result["idle_cpu_s_per_minute"] >= 0, label
-    assert "every partition across" in report["table"]
+    assert report["no_mirror_latency_ms"]["p99"] is not None
+    assert "every partition across" in report["table"] and "(no mirror: " in report["table"]

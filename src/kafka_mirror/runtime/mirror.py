@@ -15,7 +15,6 @@ from kafka_mirror.config.model import MirrorConfig
 from kafka_mirror.engine.batches import BatchHook
 from kafka_mirror.engine.class_data import CLASS_DATA_DIR, ClassData
 from kafka_mirror.engine.session import (
-    build_session,
     connector_jars,
     realtime_master,
     spark_conf,
@@ -107,10 +106,12 @@ class Mirror:
         conf, class_data = self._spark_conf(teardown)
         admins = self.connect()
         # the clusters answer and their client settings hold: the driver's JVM starts while
-        # the control plane works (real-time flows first size local mode by their partitions)
-        early = None if any(f.realtime for f in self.config.flows) else SessionStart(conf)
-        if early is not None:
-            teardown.spark.add("Spark session", early.discard)
+        # the control plane works, with room for real-time flows' long-running tasks when the
+        # configuration has any (kept when all of them stop for good before the first query)
+        if any(f.realtime for f in self.config.flows):
+            conf = realtime_master(conf)
+        early = SessionStart(conf)
+        teardown.spark.add("Spark session", early.discard)
         runners = self._runners(admins, teardown)
         # internal topics first (a heartbeats topic is mirrored like any topic), then the
         # topic sync: problems surface before the first query starts
@@ -123,12 +124,7 @@ class Mirror:
             raise _stopped_for_good(runners)
         for task in tasks:
             task.start()
-        realtime = [n for n, r in runners.items() if r.flow.realtime and r.failed is None]
-        if early is not None:
-            spark = early.session()
-        else:
-            spark = build_session(realtime_master(conf) if realtime else conf)
-            teardown.spark.add("Spark session", spark.stop)
+        spark = early.session()
         teardown.spark.add("log", partial(log.info, "stopped"))
         workers = _workers(spark, runners, initial)
         self._stop_flows_at_teardown(runners, workers, teardown)

@@ -1,6 +1,6 @@
 """Rollback to the previous release and upgrade back by release bundle, under supervisord (issue 29,
 "Day-2 operations"): the supervisord scenario's kafka_mirror engine goes from the scenario's bundle
-(N) to the previous release's (N-1, built from its own tag's tree) and back, under continuous produce;
+(N) to the previous release's (N-1, built from its own commit's tree) and back, under continuous produce;
 each run stops the program (supervisorctl), archives its state, starts it on the other installation
 and waits for it; every record produced meanwhile is on the target exactly once
 (molecule/_shared/releases.py; the same path under systemd and over GSSAPI: the kerberos scenario's

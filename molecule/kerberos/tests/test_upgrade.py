@@ -3,7 +3,8 @@ on km-krb-km, under continuous produce over GSSAPI, between two releases of diff
 
 The scenario's bundle is this tree's, version N (pyproject.toml). The previous release, N-1 (the
 newest release of changelogs/changelog.yaml below N), is built by the documented command
-(scripts/build-bundle.sh) from its own tree: its git tag (`v<N-1>`), exported with `git archive`.
+(scripts/build-bundle.sh) from its own tree: its commit (the tag `v<N-1>`, or in a clone without
+tags the commit that set galaxy.yml to N-1), exported with `git archive`.
 kafka.mirror.site pointed at N-1's bundle is refused (an older kafka-mirror) and changes nothing;
 with mirror_allow_downgrade=true the host goes to N-1 (the documented rollback), and then back to
 N's bundle (the upgrade from N-1 to N). Each of the two runs plans the change per host

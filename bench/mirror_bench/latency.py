@@ -50,12 +50,12 @@ from .measures import TreeSampler, log_time
 from .mirrors import (
     Mirror,
     Probe,
-    RateProducer,
     make_mirrors,
     mirror_cpu,
     start_source_and_destinations,
     stop_everything,
 )
+from .rate_producer import RateProducer
 from .report import machine_info, render_latency_tables
 from .workload import Workload
 
@@ -189,7 +189,7 @@ def run_latency(ns: argparse.Namespace, command: str) -> dict[str, Any]:
             mirror.probe = Probe(ctx, mirror.destination.bootstrap, mirror.label)
             mirror.probe.commands.put(("gap_topic", target(SOURCE_TOPIC)))
             probes.append(mirror.probe)
-        producer = RateProducer(ctx, source.bootstrap, ns.record_size, ns.compression)
+        producer = RateProducer(source.bootstrap, ns.record_size, ns.compression, workdir)
         return _measure(
             ns, report, source, mirrors, probes, source_probe, producer, rates, partitions
         )

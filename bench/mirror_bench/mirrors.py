@@ -1,12 +1,11 @@
 """The mirrors under test when they run at the same time, each into a destination cluster of
 its own (latency and scale modes): stock MirrorMaker 2 and kafka-mirror (:class:`Mirror`), the
-fixed-rate producer process and the probe consumer processes that time every record."""
+fixed-rate producer and the probe consumer processes that time every record."""
 
 from __future__ import annotations
 
 import argparse
 import queue
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,8 @@ from .clusters import start_clusters, stop_clusters_and_clean
 from .common import KM_REALTIME, MirrorFailed
 from .latency_probe import latency_probe
 from .measures import TreeSampler
-from .workload import Workload, fixed_rate_producer
+from .rate_producer import RateProducer
+from .workload import Workload
 
 
 class Probe:
@@ -56,51 +56,6 @@ class Probe:
         if self.process.is_alive():
             self.commands.put(("exit",))
             self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(timeout=5)
-
-
-class RateProducer:
-    """The fixed-rate producer process (``workload.fixed_rate_producer``)."""
-
-    def __init__(self, ctx: Any, bootstrap: str, record_size: int, compression: str) -> None:
-        self.commands = ctx.Queue()
-        self.replies = ctx.Queue()
-        self.process = ctx.Process(
-            target=fixed_rate_producer,
-            args=(bootstrap, record_size, compression, self.commands, self.replies),
-            name="fixed-rate-producer",
-            daemon=True,
-        )
-        self.process.start()
-
-    def stream(
-        self, name: str, topic: str, partitions: Sequence[int], rate: float, phase: int
-    ) -> None:
-        self.commands.put(("stream", name, topic, list(partitions), rate, phase))
-
-    def stop_stream(self, name: str) -> None:
-        self.commands.put(("stop", name))
-
-    def counts(self) -> dict[str, Any]:
-        self.commands.put(("counts",))
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                reply: dict[str, Any] = self.replies.get(timeout=1)
-                break
-            except queue.Empty:
-                if not self.process.is_alive() or time.monotonic() > deadline:
-                    raise MirrorFailed("the fixed-rate producer did not answer") from None
-        if reply["undelivered"]:
-            raise MirrorFailed(f"{reply['undelivered']} records not delivered: {reply['errors']}")
-        return reply
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.commands.put(("exit",))
-            self.process.join(timeout=30)
         if self.process.is_alive():
             self.process.kill()
             self.process.join(timeout=5)

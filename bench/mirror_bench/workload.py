@@ -1,18 +1,17 @@
-"""The workload: deterministic records, the timed backlog produce and the fixed-rate producer."""
+"""The workload: deterministic records, the timed backlog produce, and the stamp that latency
+mode's records carry (the fixed-rate producer that writes them: ``rate_producer``)."""
 
 from __future__ import annotations
 
 import gc
 import multiprocessing
-import os
 import queue
 import random
 import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Producer
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 
@@ -35,7 +34,7 @@ class Workload:
         return sum(len(self.key(i)) for i in range(self.records)) + self.records * self.record_size
 
 
-def _corpus(size: int, seed: int = 20240611) -> bytes:
+def corpus(size: int, seed: int = 20240611) -> bytes:
     """Text-like bytes (random pseudo-words): compresses about as well as typical JSON/logs."""
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
@@ -54,7 +53,7 @@ class RecordSource:
 
     def __init__(self, workload: Workload) -> None:
         self.workload = workload
-        self.corpus = _corpus(16 * 1024 * 1024 + workload.record_size)
+        self.corpus = corpus(16 * 1024 * 1024 + workload.record_size)
         self.span = len(self.corpus) - workload.record_size
 
     def value(self, i: int) -> bytes:
@@ -212,140 +211,3 @@ def stamp(phase: int, produce_ns: int) -> bytes:
 def read_stamp(value: bytes) -> tuple[int, int]:
     """(phase, produce time ns) of a latency-mode record."""
     return int(value[0:3]), int(value[4:23])
-
-
-@dataclass
-class Stream:
-    """Records at ``rate`` per second, round-robin over ``partitions`` of ``topic``."""
-
-    topic: str
-    partitions: list[int]
-    rate: float
-    phase: int
-    started: float = 0.0  # monotonic
-    sent: int = 0
-    first_ns: int = 0
-
-
-def _await_partitions(producer: Any, topic: str, partitions: list[int]) -> None:
-    """Wait (up to 30 s) until the producer's metadata holds each of ``partitions`` of ``topic``
-    with a leader. A record produced to a topic librdkafka has no metadata for waits in its
-    queue of unassigned records; the source once held 1 and once 2 fewer records of a topic
-    created mid-run than the producer had acknowledged (CI, a loaded machine), and the records
-    of a new topic are the ones that take that way."""
-    deadline = time.monotonic() + 30.0
-    while time.monotonic() < deadline:
-        try:
-            found = producer.list_topics(topic, timeout=5).topics.get(topic)
-        except KafkaException:
-            found = None
-        if found is not None and found.error is None:
-            known = found.partitions
-            if all(p in known and known[p].leader >= 0 for p in partitions):
-                return
-        time.sleep(0.05)
-
-
-def fixed_rate_producer(
-    bootstrap: str,
-    record_size: int,
-    compression: str,
-    commands: Any,
-    replies: Any,
-) -> None:
-    """A producer process at a fixed rate (open loop: it keeps the schedule even when the broker
-    is slow, so that stalls show up as latency instead of as fewer records).
-
-    Commands (tuples on ``commands``): ``("stream", name, topic, partitions, rate, phase)``
-    starts or replaces a stream, ``("stop", name)`` ends it, ``("counts",)`` flushes and
-    replies ``{(phase, topic, partition): records}`` and the first produce time of each stream,
-    ``("exit",)`` flushes and ends the process.
-    """
-    parent = os.getppid()
-    errors: list[str] = []
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "compression.type": compression,
-            "linger.ms": 1,
-            "error_cb": lambda err: errors.append(str(err)),
-        }
-    )
-    filler = _corpus(record_size)
-    streams: dict[str, Stream] = {}
-    # records the source acknowledged, per (phase, topic, partition): what a probe can receive
-    counts: dict[tuple[int, str, int], int] = {}
-
-    def delivered(ident: tuple[int, str, int], err: Any, _msg: Any) -> None:
-        if err is None:
-            counts[ident] = counts.get(ident, 0) + 1
-        elif len(errors) < 100:
-            errors.append(f"not delivered to {ident[1]}[{ident[2]}]: {err}")
-
-    first_ns: dict[str, int] = {}
-    seq = 0
-    try:
-        while True:
-            while True:
-                try:
-                    command = commands.get_nowait()
-                except queue.Empty:
-                    break
-                if command[0] == "stream":
-                    _, name, topic, partitions, rate, phase = command
-                    _await_partitions(producer, topic, partitions)
-                    streams[name] = Stream(topic, list(partitions), rate, phase, time.monotonic())
-                elif command[0] == "stop":
-                    streams.pop(command[1], None)
-                elif command[0] in ("counts", "exit"):
-                    remaining = producer.flush(120)
-                    replies.put(
-                        {
-                            "counts": dict(counts),
-                            "first_ns": dict(first_ns),
-                            "undelivered": remaining,
-                            "errors": errors[:5],
-                        }
-                    )
-                    if command[0] == "exit":
-                        return
-            now = time.monotonic()
-            for name, stream in streams.items():
-                due = int((now - stream.started) * stream.rate) - stream.sent
-                parts = stream.partitions
-                for _ in range(due):
-                    partition = parts[stream.sent % len(parts)]
-                    produce_ns = time.time_ns()
-                    head = stamp(stream.phase, produce_ns)
-                    value = head + filler[: max(0, record_size - STAMP_LEN)]
-                    ident = (stream.phase, stream.topic, partition)
-                    while True:
-                        try:
-                            producer.produce(
-                                stream.topic,
-                                value,
-                                b"key-%010d" % seq,
-                                partition=partition,
-                                on_delivery=partial(delivered, ident),
-                            )
-                            break
-                        except BufferError:
-                            producer.poll(0.005)
-                        except KafkaException as exc:
-                            # A partition just added: not in the producer's metadata yet.
-                            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
-                                raise
-                            producer.list_topics(stream.topic, timeout=5)
-                            producer.poll(0.05)
-                    if not stream.sent:
-                        first_ns[name] = produce_ns
-                    seq += 1
-                    stream.sent += 1
-            producer.poll(0)
-            if os.getppid() != parent:
-                return
-            time.sleep(0.002)
-    except KeyboardInterrupt:
-        return

@@ -41,6 +41,8 @@ SAFE_CONSUMER_DEFAULTS = {"isolation.level": "read_committed"}
 # The Java producer's default max.request.size, and what is added to the largest source batch
 # size (the mirror adds a header to every record).
 PRODUCER_MAX_REQUEST_SIZE = 1_048_576
+# The Java producer's default buffer.memory.
+JAVA_BUFFER_MEMORY = 33_554_432
 REQUEST_SIZE_ALLOWANCE = 1_024
 
 # Keys Spark's Kafka source or sink manages itself and refuses or ignores.
@@ -94,8 +96,9 @@ def consumer_properties(flow: FlowSpec) -> dict[str, str]:
     )
 
 
-def producer_properties(flow: FlowSpec) -> dict[str, str]:
-    """Java producer settings for writing to the flow's target cluster."""
+def producer_properties(flow: FlowSpec, partitions: int = 0) -> dict[str, str]:
+    """Java producer settings for writing to the flow's target cluster; ``partitions``: how many
+    the producer writes to (0: not known), which bounds the default ``batch.size``."""
     target = flow.target
     props = (
         SAFE_PRODUCER_DEFAULTS
@@ -104,30 +107,36 @@ def producer_properties(flow: FlowSpec) -> dict[str, str]:
         | dict(target.producer)
         | dict(flow.producer_overrides)
     )
-    return _batch_fits_buffer(flow, props)
+    return _batch_fits_buffer(flow, props, partitions)
 
 
-def _batch_fits_buffer(flow: FlowSpec, props: dict[str, str]) -> dict[str, str]:
-    """A ``buffer.memory`` below the mirror's default ``batch.size`` keeps its meaning (the
-    Java producer refuses every record larger than the buffer's batches): the default batch
-    shrinks to a quarter of the buffer (at least 16 KiB, Kafka's own default). Both set, the
-    batch larger than the buffer, is an error naming them."""
+def _batch_fits_buffer(flow: FlowSpec, props: dict[str, str], partitions: int) -> dict[str, str]:
+    """The mirror's default ``batch.size`` (256 KiB: fewer requests under a backlog) shrinks to
+    what ``buffer.memory`` holds four of for every partition written (at least 16 KiB, Kafka's
+    own default, and never above the buffer): the Java producer takes a whole ``batch.size``
+    from the buffer for every batch it opens, however few records go in, and ``send()`` blocks
+    while the buffer is used up. At 2,000 partitions the default 32 MiB holds 128 batches of
+    256 KiB; a record spread thin over them waited for memory. Both set, the batch larger than
+    the buffer, is an error naming them."""
     try:
-        buffer = int(props.get("buffer.memory", "0"))
+        buffer = int(props.get("buffer.memory", str(JAVA_BUFFER_MEMORY)))
         batch = int(props["batch.size"])
     except ValueError:
         return props  # not numbers: the Java producer names the key
-    if buffer <= 0 or batch <= buffer:
-        return props
     if user_set_producer_key(flow, "batch.size"):
-        raise ConfigError(
-            f"the producer's batch.size {batch} is larger than its buffer.memory {buffer}: "
-            "no batch could be allocated",
-            source=f"flow {flow.name}",
-            key="buffer.memory",
-            value=str(buffer),
-        )
-    return props | {"batch.size": str(min(buffer, max(16_384, buffer // 4)))}
+        if 0 < buffer < batch:
+            raise ConfigError(
+                f"the producer's batch.size {batch} is larger than its buffer.memory {buffer}: "
+                "no batch could be allocated",
+                source=f"flow {flow.name}",
+                key="buffer.memory",
+                value=str(buffer),
+            )
+        return props
+    if buffer <= 0:
+        return props
+    fitting = min(batch, buffer, max(16_384, buffer // (4 * max(1, partitions))))
+    return props if fitting == batch else props | {"batch.size": str(fitting)}
 
 
 def source_reader_properties(flow: FlowSpec) -> dict[str, str]:
@@ -205,15 +214,17 @@ def request_size(flow: FlowSpec, largest_source_batch: int) -> int | None:
 
 
 def spark_sink_options(flow: FlowSpec, largest_source_batch: int = 0,
-                       latency: bool = False, copies_run: str = "") -> dict[str, str]:
+                       latency: bool = False, copies_run: str = "",
+                       partitions: int = 0) -> dict[str, str]:
     """Options for ``writeStream.format("kafka")``; the interceptor restores timestamps.
     ``largest_source_batch``: the largest ``max.message.bytes`` among the mirrored source
     topics (see :func:`request_size`). ``latency``: the interceptor also records each
     acknowledged record's replication latency under the flow's name (metrics on).
     ``copies_run`` (real-time mode): the interceptor records where each record landed under
     this key (:mod:`kafka_mirror.engine.realtime`); a key per query run also gives each run a
-    producer of its own (Spark shares producers of equal settings)."""
-    props = producer_properties(flow)
+    producer of its own (Spark shares producers of equal settings). ``partitions``: how many
+    the query writes to (see :func:`producer_properties`)."""
+    props = producer_properties(flow, partitions)
     size = request_size(flow, largest_source_batch)
     if size is not None:
         props["max.request.size"] = str(size)

@@ -56,7 +56,7 @@ from kafka_mirror.runtime.failures import (
     permanent_failure,
     query_error_line,
 )
-from kafka_mirror.runtime.realtime_flow import RealTimeEnds, RealTimeFlow
+from kafka_mirror.runtime.realtime_flow import RealTimeEnds, RealTimeFlow, StartNotRecorded
 from kafka_mirror.runtime.restarts import (
     LATE_WRITES,
     RECORD_SIZE,
@@ -273,7 +273,7 @@ class FlowRunner:
             return
         try:
             self.follow(spark, assignment)
-        except (SkipNotKnown, TopicIdsUnknown) as exc:
+        except (SkipNotKnown, StartNotRecorded, TopicIdsUnknown) as exc:
             self.failed_attempt(exc, time.monotonic())
 
     def follow(self, spark: Any, assignment: dict[str, int]) -> None:
@@ -499,8 +499,8 @@ class FlowRunner:
             run_key = new_run_key(self.flow)
             writer = RealTimeWriter(
                 self.flow, checkpoint,
-                spark_sink_options(self.flow, self.largest_batch,
-                                   latency=self.with_latency, copies_run=run_key),
+                spark_sink_options(self.flow, self.largest_batch, latency=self.with_latency,
+                                   copies_run=run_key, partitions=sum(assignment.values())),
                 run_key, assignment,
             )
             writer.attach(spark)
@@ -508,7 +508,8 @@ class FlowRunner:
         self.acked.clear()  # micro-batch positions are the committed batches'
         return BatchWriter(
             self.flow, checkpoint,
-            spark_sink_options(self.flow, self.largest_batch, latency=self.with_latency),
+            spark_sink_options(self.flow, self.largest_batch, latency=self.with_latency,
+                               partitions=sum(assignment.values())),
             self._target_offsets(spark), self.target_ends, self._unclean(spark), recount,
             self.kept, self.started_ids, None if self.lease is None else self.lease.wait_held,
         )

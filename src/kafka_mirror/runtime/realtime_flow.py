@@ -26,6 +26,7 @@ from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.leader_epochs import TruncatedRange, UncleanElections
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.engine.realtime import RealTimeProgress, RealTimeWriter
+from kafka_mirror.errors import MirrorError
 from kafka_mirror.runtime.failures import first_line
 from kafka_mirror.runtime.resume import SourceAdmin, assigned_partitions
 from kafka_mirror.state.kept_positions import KeptPositions
@@ -82,6 +83,11 @@ class RealTimeEnds:
         if self._failing:
             self._failing = False
             log.info("flow %s: positions kept in %s again", self.flow.name, self.kept.topic)
+
+
+class StartNotRecorded(MirrorError):
+    """A real-time run's start positions (or the target's ends there) could not be read: the
+    flow retries the start with backoff instead of starting unproven."""
 
 
 class RealTimeFlow:
@@ -153,10 +159,18 @@ class RealTimeFlow:
         explicit and the target's end there recorded: the pair a run cut before its first
         drain is proven from."""
         partitions = assigned_partitions(assignment)
-        if known is None and self.flow.starting_offsets == "latest":
-            known = self.source.end_offsets(partitions)
-        if self.ends is not None and target_ends_now is not None:
-            known = self._record_starts(known, partitions, target_ends_now)
+        try:
+            if known is None and self.flow.starting_offsets == "latest":
+                known = self.source.end_offsets(partitions)
+            if self.ends is not None and target_ends_now is not None:
+                known = self._record_starts(known, partitions, target_ends_now)
+        except Exception as exc:
+            # a cluster busy or a target topic just created (2,000 new partitions on a loaded
+            # target took longer than the read's 30 s): the start is retried with backoff
+            raise StartNotRecorded(
+                f"where the run starts was not recorded: end offsets of {len(partitions)} "
+                f"partitions not read ({type(exc).__name__}: {first_line(str(exc))}); "
+                "not starting yet") from exc
         if known:
             self.acked.seed(known)
         return known

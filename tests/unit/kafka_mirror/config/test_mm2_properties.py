@@ -113,6 +113,20 @@ def test_small_producer_buffer_shrinks_the_default_batch_or_names_the_conflict()
         producer_properties(config.flows[0])
 
 
+def test_the_default_batch_shrinks_so_every_partition_written_has_room_in_the_buffer() -> None:
+    flow = mm2_from_text(BASE).flows[0]
+    # 32 MiB (the Java default) holds four batches per partition
+    assert producer_properties(flow)["batch.size"] == "262144"
+    assert producer_properties(flow, 32)["batch.size"] == "262144"
+    assert producer_properties(flow, 200)["batch.size"] == "41943"
+    assert producer_properties(flow, 2000)["batch.size"] == "16384"
+    assert spark_sink_options(flow, partitions=2000)["kafka.batch.size"] == "16384"
+    bigger = mm2_from_text(BASE + "B.producer.buffer.memory = 268435456\n").flows[0]
+    assert producer_properties(bigger, 2000)["batch.size"] == "33554"
+    chosen = mm2_from_text(BASE + "B.producer.batch.size = 262144\n").flows[0]
+    assert producer_properties(chosen, 2000)["batch.size"] == "262144"  # the user's word
+
+
 def test_spark_options_keep_managed_keys_out() -> None:
     config = mm2_from_text(BASE + "A.consumer.group.id = legacy\nA.consumer.auto.offset.reset=x\n")
     options = spark_source_options(config.flows[0])

@@ -18,7 +18,7 @@ from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.batch_writer import run_write_hooks
 from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.realtime import parse_ranges
-from kafka_mirror.runtime.realtime_flow import RealTimeEnds, RealTimeFlow
+from kafka_mirror.runtime.realtime_flow import RealTimeEnds, RealTimeFlow, StartNotRecorded
 
 Key = tuple[str, int]
 
@@ -190,3 +190,19 @@ def test_a_position_spark_committed_past_the_last_drain_is_proven_from_the_drain
     assert ends.pair_at_or_before(("orders", 0), 9) is None
     without = RealTimeFlow(FLOW, Source({}, {}), acked, [acked])  # type: ignore[arg-type]
     assert without.proof_positions(known) == known  # at-least-once: nothing to prove from
+
+
+def test_a_start_whose_target_ends_are_not_read_is_retried_not_started(tmp_path: Path) -> None:
+    ends, kept, acked, hook = _parts(tmp_path)
+    flow = RealTimeFlow(FLOW, Source({("orders", 0): 3}, {}),  # type: ignore[arg-type]
+                        acked, [hook, acked], hook)
+
+    def target_now(partitions: list[Key]) -> dict[Key, int]:
+        raise TimeoutError("the target did not answer within 30 s")
+
+    with pytest.raises(StartNotRecorded) as raised:
+        flow.start_positions(None, {"orders": 1}, target_now)
+    assert str(raised.value) == (
+        "where the run starts was not recorded: end offsets of 1 partitions not read "
+        "(TimeoutError: the target did not answer within 30 s); not starting yet")
+    assert ends.target_end(("orders", 0), 3) is None and not kept.kept

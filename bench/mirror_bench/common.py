@@ -60,6 +60,14 @@ LATENCY_PRODUCER_TUNING: dict[str, str] = {
     "compression.type": "lz4",
 }
 
+# Scale mode: the latency settings without batch.size, so that each mirror sizes its batches as
+# it does for a user (MirrorMaker 2: Kafka's 16 KiB; kafka-mirror: 256 KiB shrunk to what
+# buffer.memory holds for the partitions written). 256 KiB batches for both, as the latency mode
+# sets, fit 128 partitions at a time in the producer's default 32 MiB buffer: send() waited for
+# memory at 2,000 partitions, in both mirrors.
+SCALE_PRODUCER_TUNING: dict[str, str] = {
+    k: v for k, v in LATENCY_PRODUCER_TUNING.items() if k != "batch.size"
+}
 
 class MirrorFailed(RuntimeError):
     """A mirror exited early or did not deliver in time."""

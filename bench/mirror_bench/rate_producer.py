@@ -27,7 +27,7 @@ from .workload import corpus
 
 TARGET = jvm_home() / "bench-producer" / "target"
 MAIN_CLASS = "io.kafkamirror.bench.FixedRateProducer"
-HEAP = "384m"  # above the producer's 128 MiB buffer.memory
+HEAP = "768m"  # the 128 MiB buffer.memory, and an lz4 stream (64 KiB blocks) per open batch
 JAR = "bench-producer-*.jar"
 ANSWER_TIMEOUT_S = 180.0
 

@@ -25,6 +25,7 @@ import argparse
 import gc
 import multiprocessing
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -39,23 +40,23 @@ from confluent_kafka.admin import OffsetSpec
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, tail
 
 from . import km_driver
-from .common import LATENCY_CONSUMER_TUNING, LATENCY_PRODUCER_TUNING, SOURCE_ALIAS, MirrorFailed
+from .common import LATENCY_CONSUMER_TUNING, SCALE_PRODUCER_TUNING, SOURCE_ALIAS, MirrorFailed
 from .latency import NO_MIRROR, drain
 from .measures import TreeSampler
 from .mirrors import (
     Mirror,
     Probe,
-    RateProducer,
     make_mirrors,
     mirror_cpu,
     start_source_and_destinations,
     stop_everything,
 )
+from .rate_producer import RateProducer
 from .report import machine_info
 from .workload import Workload, stamp
 
 SCALE_PREFIX = "bench-scale-"
-SEED_PHASE, STEADY_PHASE = 0, 1
+SEED_PHASE, STEADY_PHASE, WARMUP_PHASE = 0, 1, 2
 CONNECTION_SAMPLE_SECONDS = 5.0
 
 
@@ -220,12 +221,41 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
             "rate": ns.scale_rate, "duration_s": ns.duration, "idle_s": ns.scale_idle,
             "record_size": ns.record_size, "refresh_topics_interval_s": ns.refresh_seconds,
             "mm2_tasks": ns.mm2_tasks, "consumer_tuning": LATENCY_CONSUMER_TUNING,
-            "producer_tuning": LATENCY_PRODUCER_TUNING,
+            "producer_tuning": SCALE_PRODUCER_TUNING,
             "kafka_mirror_realtime": bool(ns.km_realtime),
         },
         "machine": machine_info(),
         "loadavg": {"start": os.getloadavg()},
     }
+    kinds = ["mm2", "kafka-mirror"] if ns.only == "both" else [ns.only]
+    if ns.km_realtime:
+        kinds.append("kafka-mirror-rt")
+    report["mirrors"] = {}
+    if ns.scale_apart:
+        # one mirror per pass, each with clusters of its own: fewer processes on the box
+        report["settings"]["passes"] = [[kind] for kind in kinds]
+        for kind in kinds:
+            print(f"pass: {kind} alone", flush=True)
+            report["mirrors"].update(_pass(ns, report, [kind], workdir / kind, topics,
+                                           partitions))
+    else:
+        report["settings"]["passes"] = [kinds]
+        report["mirrors"].update(_pass(ns, report, kinds, workdir, topics, partitions))
+    report["loadavg"]["end"] = os.getloadavg()
+    labels = list(report["mirrors"])
+    report["table"] = render_scale_table(report, labels)
+    print()
+    print(report["table"], flush=True)
+    if not ns.keep and ns.scale_apart:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+def _pass(ns: argparse.Namespace, report: dict[str, Any], kinds: list[str], workdir: Path,
+          topics: list[str], partitions: int) -> dict[str, dict[str, Any]]:
+    """Clusters, ``kinds`` of mirror side by side, the workload and its measures: each mirror's
+    results (the source probe's latency and the records produced of the same pass in each)."""
+    workdir.mkdir(parents=True, exist_ok=True)
     ctx = multiprocessing.get_context("spawn")
     clusters: list[LocalKafkaCluster] = []
     mirrors: list[Mirror] = []
@@ -233,14 +263,11 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
     producer: RateProducer | None = None
     workload = Workload(0, ns.record_size, partitions, ns.compression)
     try:
-        kinds = ["mm2", "kafka-mirror"] if ns.only == "both" else [ns.only]
         realtime = km_driver.realtime_settings(ns.km_realtime_setting) if ns.km_realtime else None
-        if realtime is not None:
-            kinds.append("kafka-mirror-rt")
         source, destinations = start_source_and_destinations(ns, workdir, kinds, clusters)
         mirrors = make_mirrors(ns, workdir, source, destinations, workload,
                                f"{SCALE_PREFIX}.*", LATENCY_CONSUMER_TUNING,
-                               LATENCY_PRODUCER_TUNING, realtime, mm2_tasks=ns.mm2_tasks)
+                               SCALE_PRODUCER_TUNING, realtime, mm2_tasks=ns.mm2_tasks)
         began = time.monotonic()
         admin = source.admin()
         for chunk in range(0, len(topics), 100):
@@ -250,7 +277,7 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
                 future.result()
         del admin
         seeded = seed(source.bootstrap, topics, partitions, ns.scale_seed, ns.record_size)
-        print(f"{topics_count} topics x {partitions} partitions created, {seeded:,} records "
+        print(f"{len(topics)} topics x {partitions} partitions created, {seeded:,} records "
               f"seeded in {time.monotonic() - began:.0f} s", flush=True)
         report["seeded"] = seeded
         gc.collect()
@@ -261,7 +288,7 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
         # and the probe themselves, which every mirror's figure includes
         source_probe = Probe(ctx, source.bootstrap, NO_MIRROR)
         probes.append(source_probe)
-        producer = RateProducer(ctx, source.bootstrap, ns.record_size, ns.compression)
+        producer = RateProducer(source.bootstrap, ns.record_size, ns.compression, workdir)
         return _measure(ns, report, source, mirrors, probes, source_probe, producer, topics,
                         partitions)
     finally:
@@ -284,7 +311,7 @@ def _measure(
     producer: RateProducer,
     topics: list[str],
     partitions: int,
-) -> dict[str, Any]:
+) -> dict[str, dict[str, Any]]:
     total = len(topics) * partitions
     targets = [f"{SOURCE_ALIAS}.{t}" for t in topics]
     admins = {m.label: m.destination.admin() for m in mirrors}
@@ -330,17 +357,29 @@ def _measure(
             mirror.probe.commands.put(("assign", [(t, p) for t in targets
                                                   for p in range(partitions)]))
         source_probe.commands.put(("assign", [(t, p) for t in topics for p in range(partitions)]))
-        # 3. steady
+        # 3. warm-up, then steady
         per_topic = ns.scale_rate / len(topics)
+        if ns.scale_warmup > 0:
+            # The same streams, not measured: a fresh producer's first minute at 2,000
+            # partitions is slow to be acknowledged (its own and the source broker's start),
+            # with no mirror at all (docs/benchmarks.md, "The benchmark's producer").
+            print(f"warm-up: {ns.scale_rate:,.0f} records/s for {ns.scale_warmup:.0f} s, "
+                  "not measured", flush=True)
+            for i, topic in enumerate(topics):
+                producer.stream(f"t{i}", topic, list(range(partitions)), per_topic, WARMUP_PHASE)
+            time.sleep(ns.scale_warmup)
+        report["warmup_s"] = ns.scale_warmup
         print(f"steady: {ns.scale_rate:,.0f} records/s over {total:,} partitions for "
               f"{ns.duration:.0f} s", flush=True)
         cpu_before = {m.label: mirror_cpu(m) for m in mirrors}
-        for i, topic in enumerate(topics):
+        for i, topic in enumerate(topics):  # replaces the warm-up's streams
             producer.stream(f"t{i}", topic, list(range(partitions)), per_topic, STEADY_PHASE)
         time.sleep(ns.duration)
         for i in range(len(topics)):
             producer.stop_stream(f"t{i}")
         produced = producer.counts()
+        # from each record's produce time to the source's acknowledgement (warm-up included)
+        report["producer_acked_ms"] = produced["acked_ms"]
         expected = sum(v for (phase, _t, _p), v in produced["counts"].items()
                        if phase == STEADY_PHASE)
         seen = drain(probes, {STEADY_PHASE: expected}, ns.drain_timeout)
@@ -365,7 +404,6 @@ def _measure(
     finally:
         admins.clear()
         gc.collect()
-    report["loadavg"]["end"] = os.getloadavg()
     summaries = {p.name: p.ask("report", timeout=300) for p in probes}
     for mirror in mirrors:
         assert mirror.sampler is not None
@@ -381,11 +419,11 @@ def _measure(
         )
     source_latency = summaries[NO_MIRROR]["phases"].get(STEADY_PHASE, {}).get("latency_ms", {})
     report["no_mirror_latency_ms"] = {k: source_latency.get(k) for k in ("p50", "p99", "max")}
-    report["mirrors"] = results
-    report["table"] = render_scale_table(report, [m.label for m in mirrors])
-    print()
-    print(report["table"], flush=True)
-    return report
+    for mirror in mirrors:
+        results[mirror.label].update(no_mirror_latency_ms=report["no_mirror_latency_ms"],
+                                     steady_produced=report["steady_produced"],
+                                     producer_acked_ms=report["producer_acked_ms"])
+    return results
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -407,12 +445,9 @@ def render_scale_table(report: dict[str, Any], labels: Sequence[str]) -> str:
         return f"{name:{width}}" + "".join(
             f" {_fmt(mirrors[label].get(key), digits):>16}" for label in labels)
 
-    source = report.get("no_mirror_latency_ms") or {}
-
-    def latency(name: str) -> str:
-        return f"{'  ' + name:{width}}" + "".join(
-            f" {_fmt((mirrors[label].get('latency_ms') or {}).get(name), 0):>16}"
-            for label in labels) + f"   (no mirror: {_fmt(source.get(name), 0)})"
+    def latency(name: str, key: str = "latency_ms", what: str = "") -> str:
+        return f"{'  ' + (what or name):{width}}" + "".join(
+            f" {_fmt((mirrors[label].get(key) or {}).get(name), 0):>16}" for label in labels)
 
     return "\n".join([
         f"Scale: {settings['topics']:,} topics x {settings['partitions_per_topic']} partitions "
@@ -425,11 +460,16 @@ def render_scale_table(report: dict[str, Any], labels: Sequence[str]) -> str:
         row("steady records received", "steady_received", 0),
         f"{'replication latency, steady (ms)':{width}}",
         latency("p50"), latency("p99"), latency("max"),
+        latency("p50", "no_mirror_latency_ms", "p50, no mirror (source probe)"),
+        latency("p99", "no_mirror_latency_ms", "p99, no mirror (source probe)"),
+        latency("p99", "producer_acked_ms", "p99, produce to ack (with warm-up)"),
         row("CPU s per 1,000 records (steady)", "cpu_s_per_1000_records", 3),
         row("CPU s per minute, idle", "idle_cpu_s_per_minute"),
         row("peak RSS of its processes (MB)", "peak_rss_mb", 0),
         row("TCP connections to the brokers (peak)", "broker_connections_peak", 0),
-        f"(produced in the steady phase: {report.get('steady_produced', 0):,} records)",
+        row("records produced in the steady phase", "steady_produced", 0),
+        "(" + ("each mirror in a pass of its own, on clusters of its own"
+               if len(settings.get("passes", [])) > 1 else "all mirrors in one pass") + ")",
     ])
 
 
@@ -444,8 +484,14 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
                        help="records in every partition before the mirrors start (default 3)")
     group.add_argument("--scale-rate", type=float, default=2000.0,
                        help="records/s spread over every partition (default 2000)")
+    group.add_argument("--scale-warmup", type=float, default=90.0,
+                       help="seconds of the same rate before the measured steady part "
+                            "(default 90)")
     group.add_argument("--scale-idle", type=float, default=60.0,
                        help="seconds with nothing produced, for the idle CPU (default 60)")
+    group.add_argument("--scale-apart", action="store_true",
+                       help="run each mirror in a pass of its own (fresh clusters, the same "
+                            "workload), one after the other, instead of side by side")
     group.add_argument("--mm2-tasks", type=int, default=None,
                        help="MirrorMaker 2's tasks.max in the scale mode (default: the CPU count)")
 

@@ -66,7 +66,9 @@ def _elect_node_2_uncleanly(source: MultiNodeKafkaCluster, topic: str, mirror: M
     _produce(source, topic, "b", 50)
     wait_for(lambda: len(_copies(destination, target)) >= 100, 120, "100 copied", mirror)
     source.node(1).kill_hard()
-    source.node(2).start()
+    # two voters of three left: on a loaded box (CI, 2 cores) node 2's heartbeats to the
+    # controller timed out for over 60 s before it was ready
+    source.node(2).start(timeout=180)
     wait_for(lambda: source.leaders(topic)[0][0] == 2, 60, "node 2 elected leader uncleanly")
     _produce(source, topic, "c", 80)  # offsets 50-129: past the mirror's position (100)
 

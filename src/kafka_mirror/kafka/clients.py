@@ -112,12 +112,13 @@ def producer_properties(flow: FlowSpec, partitions: int = 0) -> dict[str, str]:
 
 def _batch_fits_buffer(flow: FlowSpec, props: dict[str, str], partitions: int) -> dict[str, str]:
     """The mirror's default ``batch.size`` (256 KiB: fewer requests under a backlog) shrinks to
-    what ``buffer.memory`` holds four of for every partition written (at least 16 KiB, Kafka's
-    own default, and never above the buffer): the Java producer takes a whole ``batch.size``
-    from the buffer for every batch it opens, however few records go in, and ``send()`` blocks
-    while the buffer is used up. At 2,000 partitions the default 32 MiB holds 128 batches of
-    256 KiB; a record spread thin over them waited for memory. Both set, the batch larger than
-    the buffer, is an error naming them."""
+    what ``buffer.memory`` holds four of for every partition written, rounded down to a power
+    of two (at least 16 KiB, Kafka's own default, and never above the buffer; a new batch size
+    is a new producer, so it should change seldom as topics come): the Java producer takes a
+    whole ``batch.size`` from the buffer for every batch it opens, however few records go in,
+    and ``send()`` blocks while the buffer is used up. At 2,000 partitions the default 32 MiB
+    holds 128 batches of 256 KiB; a record spread thin over them waited for memory. Both set,
+    the batch larger than the buffer, is an error naming them."""
     try:
         buffer = int(props.get("buffer.memory", str(JAVA_BUFFER_MEMORY)))
         batch = int(props["batch.size"])
@@ -135,7 +136,10 @@ def _batch_fits_buffer(flow: FlowSpec, props: dict[str, str], partitions: int) -
         return props
     if buffer <= 0:
         return props
-    fitting = min(batch, buffer, max(16_384, buffer // (4 * max(1, partitions))))
+    share = buffer // (4 * max(1, partitions))
+    if share >= 16_384:  # a power of two: a topic added rarely changes it (and the producer)
+        share = 1 << (share.bit_length() - 1)
+    fitting = min(batch, buffer, max(16_384, share))
     return props if fitting == batch else props | {"batch.size": str(fitting)}
 
 

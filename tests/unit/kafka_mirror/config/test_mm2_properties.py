@@ -118,11 +118,12 @@ def test_the_default_batch_shrinks_so_every_partition_written_has_room_in_the_bu
     # 32 MiB (the Java default) holds four batches per partition
     assert producer_properties(flow)["batch.size"] == "262144"
     assert producer_properties(flow, 32)["batch.size"] == "262144"
-    assert producer_properties(flow, 200)["batch.size"] == "41943"
+    assert producer_properties(flow, 33)["batch.size"] == "131072"  # powers of two
+    assert producer_properties(flow, 200)["batch.size"] == "32768"
     assert producer_properties(flow, 2000)["batch.size"] == "16384"
     assert spark_sink_options(flow, partitions=2000)["kafka.batch.size"] == "16384"
     bigger = mm2_from_text(BASE + "B.producer.buffer.memory = 268435456\n").flows[0]
-    assert producer_properties(bigger, 2000)["batch.size"] == "33554"
+    assert producer_properties(bigger, 2000)["batch.size"] == "32768"
     chosen = mm2_from_text(BASE + "B.producer.batch.size = 262144\n").flows[0]
     assert producer_properties(chosen, 2000)["batch.size"] == "262144"  # the user's word
 

@@ -6,10 +6,11 @@ operator, except the broker restart an operator does after freeing disk), lose n
 order, and write every record exactly once (``mirror.exactly.once.target``, on by default: a
 restart skips what a batch cut short already wrote). The figures go to docs/reliability.md.
 
-The CI form is short: 3 kills, 20 s cuts, the broker restart of the destination and the network
-cut of the source (one fault on each side). ``KAFKA_MIRROR_FULL=1`` (the full form of every long
-suite) runs 10 kills, 60 s cuts, and both restarts and both cuts. ``KAFKA_MIRROR_FAULTS`` picks
-the broker restarts (``destination,source``).
+The CI form is short: 3 kills (a broker killed and restarted, network cuts and a full disk are in
+the CI form of the 3-node suite, test_faults_3node.py). ``KAFKA_MIRROR_FULL=1`` (the full form of
+every long suite) runs 10 kills, both broker restarts, 60 s cuts from both sides and the
+destination out of disk. ``KAFKA_MIRROR_FAULTS`` picks the broker restarts
+(``destination,source``) and runs them in either form.
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ from mirror_process import (
     running,
 )
 
+from kafka_mirror_testing.forms import FULL, full_form_only, in_full_form
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.waiting import wait_for
 
 # one worker runs them all (pytest-xdist): the network cuts use fixed test addresses
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.xdist_group("faults")]
 
-FULL = os.environ.get("KAFKA_MIRROR_FULL", "") not in ("", "0")
 TOTAL = 12_000
 OUTAGE_SECONDS = 15.0
 KILLS = 10 if FULL else 3
@@ -63,8 +64,9 @@ def fault_clusters(tmp_path_factory: pytest.TempPathFactory
         yield pair
 
 
-FAULTS = os.environ.get("KAFKA_MIRROR_FAULTS",
-                        "destination,source" if FULL else "destination").split(",")
+PICKED = os.environ.get("KAFKA_MIRROR_FAULTS")
+FAULTS = (PICKED.split(",") if PICKED
+          else [in_full_form("destination"), in_full_form("source")])
 
 
 @pytest.mark.parametrize("restarted", FAULTS)
@@ -190,7 +192,7 @@ def cut_clusters(mirror_namespace: netns.MirrorNamespace,
         yield pair[0], pair[1]
 
 
-@pytest.mark.parametrize("side", ["destination", "source"] if FULL else ["source"])
+@pytest.mark.parametrize("side", [in_full_form("destination"), in_full_form("source")])
 def test_network_cut_mid_stream_loses_nothing(
     mirror_namespace: netns.MirrorNamespace,
     cut_clusters: tuple[LocalKafkaCluster, LocalKafkaCluster], side: str, tmp_path: Path,
@@ -230,6 +232,7 @@ def test_network_cut_mid_stream_loses_nothing(
           f"up {resumed:.0f} s after the link was back")
 
 
+@full_form_only
 def test_destination_out_of_disk_then_space_freed(tmp_path: Path) -> None:
     """The destination's log dir (a small tmpfs) fills up mid-stream; the broker takes the dir
     offline and stops, as Kafka does. The operator frees space and starts the broker again:

@@ -43,6 +43,7 @@ from continuous import (
 from mirror_process import MirrorProcess, running
 from netns import MirrorNamespace, available
 
+from kafka_mirror_testing.forms import FULL, full_form_only
 from kafka_mirror_testing.multinode import MultiNodeKafkaCluster
 from kafka_mirror_testing.waiting import wait_for
 
@@ -50,7 +51,6 @@ from kafka_mirror_testing.waiting import wait_for
 # slowed the whole run
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.xdist_group("faults")]
 
-FULL = os.environ.get("KAFKA_MIRROR_FULL", "") not in ("", "0")
 
 OUTAGE_SECONDS = 15.0
 SINK_CLIENT_ID = "kafka-mirror-fsrc_to_fdst"  # the client id of the mirror's producer
@@ -207,7 +207,7 @@ def test_target_in_sync_replicas_below_min_insync_make_the_mirror_wait(
     run.end(f"the target's ISR below min.insync.replicas for {OUTAGE_SECONDS:.0f} s")
 
 
-@pytest.mark.skipif(not FULL, reason="full form only (KAFKA_MIRROR_FULL=1)")
+@full_form_only
 def test_a_long_quota_throttle_then_kill_9_loses_nothing(three_node_pair: Pair,
                                                           tmp_path: Path) -> None:
     """The target throttles the mirror's producer to 100 bytes/s (a batch takes minutes),

@@ -8,7 +8,7 @@ so is the series of them taken after every topic (each interval's mean batch tim
 second half's change: whether they stay flat is a report, not an assertion, but for the threads of
 the mirror's Python process (each query run once left one behind).
 
-CI form: 100 s, a topic every few seconds, ``mirror.topic.state.retention.ms=0``. Full form
+CI form: 60 s, a topic every few seconds, ``mirror.topic.state.retention.ms=0``. Full form
 (``KAFKA_MIRROR_FULL=1``): an hour, a topic every 3 minutes, a retention of 10 minutes.
 """
 
@@ -28,15 +28,15 @@ from confluent_kafka import Producer
 from mirror_process import MirrorProcess, mm2_properties, read_partitions
 from prometheus_client.parser import text_string_to_metric_families
 
+from kafka_mirror_testing.forms import FULL
 from kafka_mirror_testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
-FULL = os.environ.get("KAFKA_MIRROR_FULL", "") not in ("", "0")
 # KAFKA_MIRROR_SOAK_SECONDS sets another length
-SECONDS = float(os.environ.get("KAFKA_MIRROR_SOAK_SECONDS", 3600.0 if FULL else 100.0))
+SECONDS = float(os.environ.get("KAFKA_MIRROR_SOAK_SECONDS", 3600.0 if FULL else 60.0))
 CHURN_SECONDS = 180.0 if FULL else 5.0
 RETENTION_MS = 600_000 if FULL else 0
 RATE = 50.0  # records/s to the steady topic

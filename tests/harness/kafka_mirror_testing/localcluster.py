@@ -19,6 +19,7 @@ import atexit
 import base64
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,6 +37,7 @@ from typing import IO, Any, Self
 from kafka_mirror.jvm_artifacts import java_executable, kafka_classpath
 from kafka_mirror_testing.quick_jvms import class_data_flags, extra_jvm_flags
 from kafka_mirror_testing.service import Service
+from kafka_mirror_testing.waiting import PATIENCE
 
 __all__ = [
     "JvmProcess",
@@ -92,12 +94,40 @@ class LocalClusterError(RuntimeError):
     """A local JVM process (broker, storage tool, MirrorMaker 2) failed."""
 
 
+# Listening ports are taken below the kernel's ephemeral range: a port the kernel handed out
+# (bind to port 0) may be the source port of some client's connection by the time the broker
+# binds it ("Address already in use": a 3-node cluster failed to start that way on a busy box).
+LISTEN_PORTS = range(10_000, 32_768)
+_random_ports = random.Random()
+
+
+def _ephemeral_ports() -> range:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    except (OSError, ValueError):
+        return range(32_768, 61_000)
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A currently free TCP port on ``host`` (bind port 0, read it, close)."""
+    """A currently free TCP port on ``host`` for a server to listen on: a random one of
+    :data:`LISTEN_PORTS` outside the kernel's ephemeral range, which a connection's source port
+    never takes (the kernel's own pick, port 0, when none is free)."""
+    ephemeral = _ephemeral_ports()
+    for _ in range(200):
+        port = _random_ports.choice(LISTEN_PORTS)
+        if port in ephemeral:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen
 
 
 def random_cluster_id() -> str:
@@ -479,7 +509,7 @@ class LocalKafkaCluster(Service):
         """
         if self.alive():
             return self
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * PATIENCE
         restart = not fresh and bool(self.ports) and (
             self._metadata_dir() / "meta.properties").is_file()
         attempts = 1 if restart else 3

@@ -31,6 +31,7 @@ from kafka_mirror_testing.localcluster import (
     random_cluster_id,
 )
 from kafka_mirror_testing.service import Service
+from kafka_mirror_testing.waiting import PATIENCE
 
 __all__ = ["KafkaNode", "MultiNodeKafkaCluster"]
 
@@ -228,7 +229,7 @@ class MultiNodeKafkaCluster(Service):
                                  "CONTROLLER")}
                 node.ports = dict(self.ports[node.node_id])
         down = [n for n in self.nodes if not n.alive()]
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * PATIENCE
         fresh = down if first else []
         with ThreadPoolExecutor(max_workers=max(1, len(fresh))) as pool:
             for future in [pool.submit(n._prepare) for n in fresh]:

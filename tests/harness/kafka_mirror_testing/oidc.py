@@ -54,6 +54,8 @@ LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCa
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 # in the cached home: the first start's database (data/h2) and its admin's password
 _DATABASE = ".database"
+# the admin API calls of :meth:`LocalOidcProvider.logins` (a bound, not a wait)
+ADMIN_TIMEOUT = 60
 
 
 def _cache_dir() -> Path:
@@ -147,18 +149,20 @@ class LocalOidcProvider(Service):
 
     def logins(self, client_id: str) -> list[int]:
         """When (epoch ms) ``client_id`` got each of its tokens, oldest first (the realm's
-        CLIENT_LOGIN events, read with the admin API)."""
+        CLIENT_LOGIN events, read with the admin API). The admin's password grant hashes the
+        password (PBKDF2, on purpose slow): on a loaded 2-core box it took over 10 s, hence the
+        long timeouts."""
         body = urllib.parse.urlencode({"grant_type": "password", "client_id": "admin-cli",
                                        "username": "admin", "password": self._admin_password})
-        with urllib.request.urlopen(f"http://{LOOPBACK}:{self.port}/realms/master/protocol/"
-                                    "openid-connect/token", body.encode(), timeout=10) as answer:
+        admin_token = f"http://{LOOPBACK}:{self.port}/realms/master/protocol/openid-connect/token"
+        with urllib.request.urlopen(admin_token, body.encode(), timeout=ADMIN_TIMEOUT) as answer:
             admin = json.load(answer)["access_token"]
         query = urllib.parse.urlencode({"client": client_id, "type": "CLIENT_LOGIN",
                                         "max": 10_000})
         request = urllib.request.Request(
             f"http://{LOOPBACK}:{self.port}/admin/realms/{REALM}/events?{query}",
             headers={"Authorization": f"Bearer {admin}"})
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT) as answer:
             return sorted(int(event["time"]) for event in json.load(answer))
 
     # ------------------------------------------------------------------ lifecycle

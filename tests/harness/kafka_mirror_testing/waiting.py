@@ -7,9 +7,15 @@ the wait short when it has died and add its log's tail to the failure.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Protocol
+
+# How many times its timeout a wait may take: the timeouts are bounds for a failure, never what
+# a test asserts, and the 2-core CI machine runs some days 3 times slower than others (the test
+# command sets 2).
+PATIENCE = float(os.environ.get("KAFKA_MIRROR_TEST_PATIENCE", "1") or "1")
 
 
 class Watched(Protocol):
@@ -25,8 +31,9 @@ class Watched(Protocol):
 def wait_for(condition: Callable[[], object], timeout: float, what: str,
              watched: Watched | None = None, *, interval: float = 1.0) -> None:
     """Poll ``condition`` every ``interval`` seconds until it is true; fail the test with an
-    ``AssertionError`` naming ``what`` when ``timeout`` seconds pass first, or as soon as
-    ``watched`` reports a failure."""
+    ``AssertionError`` naming ``what`` when ``timeout`` seconds (times :data:`PATIENCE`) pass
+    first, or as soon as ``watched`` reports a failure."""
+    timeout *= PATIENCE
     deadline = time.monotonic() + timeout
     while True:
         if condition():

@@ -265,9 +265,19 @@ run_modules() {
   local root=$WORK/modules rc=0
   run_render || return 1
   copy_collection "$root/ansible_collections/kafka/mirror"
+  # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512), SSL and OAUTHBEARER listeners (the
+  # latter's JWTs from a Keycloak it starts: about a minute more the first time on a machine, while
+  # Keycloak's distribution is fetched and built into the cache) and random passwords, for
+  # modules_secured.yml below. It is started first, as its start (Keycloak's: 66 s in a CI run) is
+  # mostly waiting: it comes up while the plays against the plain clusters run (its ports are
+  # random ones of the harness, which leaves out the fixed ports of the clusters here).
+  local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log
+  rm -f "$vars"
+  python "$REPO/tests/integration/secured_cluster.py" "$WORK/secured" "$vars" >"$WORK/secured-cluster.log" 2>&1 &
+  secured_pid=$!
   export MOL_HOME=$WORK/clusters
-  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-src 127.0.0.1 29092 || return 1
-  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-dst 127.0.0.1 29192 || rc=1
+  bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-src 127.0.0.1 29092 || rc=1
+  [ $rc -ne 0 ] || bash "$REPO/molecule/_shared/kafka-test-cluster.sh" start checks-dst 127.0.0.1 29192 || rc=1
   if [ $rc -eq 0 ]; then
     python "$REPO/tests/integration/seed.py" 29092 && \
     ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i localhost, -c local -e ansible_python_interpreter="$(command -v python)" \
@@ -286,13 +296,8 @@ run_modules() {
       bash "$REPO/molecule/_shared/kafka-test-cluster.sh" stop checks-c || true
     fi
   fi
-  # A third cluster with SASL_PLAINTEXT (PLAIN, SCRAM-SHA-512), SSL and OAUTHBEARER listeners (the
-  # latter's JWTs from a Keycloak it starts: about a minute more the first time on a machine, while
-  # Keycloak's distribution is fetched and built into the cache) and random passwords.
-  local secured_pid='' vars=$WORK/secured-vars.json play_log=$WORK/modules-secured.log
+  # the secured cluster started above
   if [ $rc -eq 0 ]; then
-    python "$REPO/tests/integration/secured_cluster.py" "$WORK/secured" "$vars" >"$WORK/secured-cluster.log" 2>&1 &
-    secured_pid=$!
     for _ in $(seq 480); do
       [ -f "$vars" ] && break
       kill -0 "$secured_pid" 2>/dev/null || break

@@ -43,9 +43,9 @@ bash molecule/_shared/nspawn-host.sh rootfs
 # prepares first), verify, destroy. The CI form's default scenario skips Molecule's idempotence run
 # too (156 s in CI): its rolling apply is that second run, on the converged hosts, and fails on any
 # changed task but the one its change touches and the restart's own. In the CI form the rolling
-# apply has no deferred step and no revert, and the kerberos upgrade test no rollback run (a site
-# run each); the full form runs them. The full form runs every
-# scenario's whole sequence.
+# apply has no deferred step and no revert (a site run each), and the default scenario no test of
+# kafka.mirror.rolling_restart of its own (the rolling apply restarts km-default through the same
+# tasks); the full form runs them. The full form runs every scenario's whole sequence.
 # Each step's start is stamped with the seconds since the scenario began (where CI time goes).
 stamp_steps() {
   local start=$SECONDS line

@@ -4,6 +4,7 @@ bundle built from its own tree, and the rollback to it then the upgrade back, un
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -54,6 +55,27 @@ def release_commit(release):
                          f"sets galaxy.yml to version {release} (git fetch --tags, or a clone with history)")
 
 
+# the JVM modules whose jars a bundle's connector-jars/ holds (jvm/spark-connector/target/lib: the
+# connector, its dependencies and these of our modules), and their parent's build settings
+CONNECTOR_JAR_MODULES = ("jvm/spark-connector", "jvm/interceptor", "jvm/source")
+
+
+def _connector_jars_same(commit):
+    """Whether ``commit``'s build would make the connector jars this tree's build made: the modules they
+    come from are the same, and the parent POM differs at most in its list of modules (which modules a
+    build makes, not how: stop 56's jvm/bench-producer, which no bundle holds, made every build of
+    release 0.2.0 compile all JVM modules again)."""
+    modules = subprocess.run(["git", "-C", REPO, "diff", "--quiet", commit, "HEAD", "--", *CONNECTOR_JAR_MODULES],
+                             check=False)
+    if modules.returncode != 0:
+        return False
+    parent = _git("diff", "-U0", commit, "HEAD", "--", "jvm/pom.xml")
+    changed = [line for line in parent.stdout.splitlines()
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    return parent.returncode == 0 and all(re.fullmatch(r"[+-]\s*<module>[\w.-]+</module>\s*", line)
+                                          for line in changed)
+
+
 def build_release(release, out):
     """Release ``release``'s bundle, built by its own scripts/build-bundle.sh from its own tree (its
     commit, exported with git archive), under ``out``; returns the bundle's directory."""
@@ -73,9 +95,8 @@ def build_release(release, out):
     if os.path.isdir(cache):
         os.makedirs(os.path.join(tree, "build", "bundle-cache"))
         shutil.copytree(cache, os.path.join(tree, "build", "bundle-cache", "wheelhouse"), copy_function=os.link)
-    jvm_same = subprocess.run(["git", "-C", REPO, "diff", "--quiet", commit, "HEAD", "--", "jvm"], check=False)
     jars = os.path.join(REPO, "jvm", "spark-connector", "target", "lib")
-    if jvm_same.returncode == 0 and os.path.isdir(jars):
+    if _connector_jars_same(commit) and os.path.isdir(jars):
         shutil.copytree(jars, os.path.join(tree, "jvm", "spark-connector", "target", "lib"), copy_function=os.link)
     build = subprocess.run([os.path.join(tree, "scripts", "build-bundle.sh"), "--out", out],
                            capture_output=True, text=True, timeout=1500, check=False)

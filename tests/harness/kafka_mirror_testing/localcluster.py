@@ -97,7 +97,10 @@ class LocalClusterError(RuntimeError):
 # Listening ports are taken below the kernel's ephemeral range: a port the kernel handed out
 # (bind to port 0) may be the source port of some client's connection by the time the broker
 # binds it ("Address already in use": a 3-node cluster failed to start that way on a busy box).
-LISTEN_PORTS = range(10_000, 32_768)
+# Ports 29000-30999 are left out: the Ansible checks' clusters (kafka-test-cluster.sh of
+# molecule/_shared) listen on fixed ones there while the modules step's secured cluster, started
+# beside them, takes ports of its own here.
+LISTEN_PORTS: tuple[int, ...] = (*range(10_000, 29_000), *range(31_000, 32_768))
 _random_ports = random.Random()
 
 

@@ -65,9 +65,7 @@ def _connector_jars_same(commit):
     come from are the same, and the parent POM differs at most in its list of modules (which modules a
     build makes, not how: stop 56's jvm/bench-producer, which no bundle holds, made every build of
     release 0.2.0 compile all JVM modules again)."""
-    modules = subprocess.run(["git", "-C", REPO, "diff", "--quiet", commit, "HEAD", "--", *CONNECTOR_JAR_MODULES],
-                             check=False)
-    if modules.returncode != 0:
+    if _git("diff", "--quiet", commit, "HEAD", "--", *CONNECTOR_JAR_MODULES).returncode != 0:
         return False
     parent = _git("diff", "-U0", commit, "HEAD", "--", "jvm/pom.xml")
     changed = [line for line in parent.stdout.splitlines()

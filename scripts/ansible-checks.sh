@@ -211,7 +211,7 @@ run_render() {
   grep -E '^(PLAY \[|localhost +:)' "$WORK/render.log"
   # the documented fleet inventory: each host's own flows and clusters (rendering only: no bundle
   # needed, a wheel name stands for it)
-  ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/inventories/fleet" -c local -e ansible_python_interpreter="$(command -v python)" \
+  ANSIBLE_COLLECTIONS_PATH=$root ansible-playbook -i "$REPO/inventories/fleet/hosts.yml" -c local -e ansible_python_interpreter="$(command -v python)" \
     -e kafka_mirror_bundle_dir= -e mirror_wheel=kafka_mirror-0.1.0-py3-none-any.whl -e mirror_jmx_exporter_jar_src=jmx_prometheus_javaagent-1.0.1.jar \
     -e topology_cli="$cli" -e topology_collection_dir="$root/ansible_collections/kafka/mirror" \
     -e vault_mirror_dc2_password=dc2-secret -e vault_mirror_dc3_password=dc3 \

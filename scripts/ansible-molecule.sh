@@ -2,13 +2,14 @@
 # Molecule scenarios of the kafka.mirror collection on real systemd hosts (systemd-nspawn), from a
 # fresh clone. Needs root (network namespaces, bridge, overlay mounts), Java + Maven (jars),
 # debootstrap + systemd-container (installed from the Debian mirror apt already uses, on first use).
-# Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [kerberos] [fleet]
+# Usage: scripts/ansible-molecule.sh [default] [supervisord] [spark_cluster] [kerberos] [fleet] [example]
 #   Without names: the CI form (the test command's set), default and kerberos: the kafka_mirror
 #   engine on systemd and stock MirrorMaker 2 on systemd and supervisord (default), Kerberos with
 #   both engines (kerberos without its idempotence run). KAFKA_MIRROR_FULL=1 makes it the full
-#   form: all five with every step, adding supervisord (the
-#   kafka_mirror engine under supervisord), spark_cluster (a standalone cluster of 2 workers) and
-#   fleet (3 hosts, topology as data, several instances per host, rolling restart).
+#   form: all six with every step, adding supervisord (the
+#   kafka_mirror engine under supervisord), spark_cluster (a standalone cluster of 2 workers),
+#   fleet (3 hosts, topology as data, several instances per host, rolling restart) and example
+#   (inventories/example converged as shipped: its 3 hosts, its 3-node GSSAPI and SCRAM clusters).
 # Two runs of this script may be side by side when their scenarios share no host address and no
 # controller-side cluster (scripts/test.sh runs kerberos beside default): the bridge, its blackhole
 # route, the rootfs and the controller's artifacts are shared under locks, and the bridge goes with
@@ -20,7 +21,7 @@ SCENARIOS=("$@")
 if [ ${#SCENARIOS[@]} -eq 0 ]; then
   case ${KAFKA_MIRROR_FULL:-0} in
     ""|0) SCENARIOS=(default kerberos) ;;
-    *) SCENARIOS=(default supervisord spark_cluster kerberos fleet) ;;
+    *) SCENARIOS=(default supervisord spark_cluster kerberos fleet example) ;;
   esac
 fi
 [ "$(id -u)" -eq 0 ] || { echo "molecule scenarios need root (network namespaces, nspawn)"; exit 2; }

@@ -136,7 +136,7 @@ fi
 # brokers are on 127.0.0.1, the KDC and the Kerberized brokers on the bridge address on ports of
 # their own, and each scenario's hosts in network namespaces of their own (the scenarios share the
 # bridge, its blackhole route, the rootfs and the controller's artifacts, each under a lock). The
-# full form runs all five scenarios one after the other in the first lane (kerberos, fleet and
+# full form runs all six scenarios one after the other in the first lane (kerberos, fleet and
 # spark_cluster share hosts' addresses or the realm, fleet the controller's clusters of default).
 # What all use was prepared before the engine tests (.venv-ansible), so none changes it while the
 # others run. The second lane's output is printed when both are done.

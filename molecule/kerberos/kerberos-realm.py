@@ -31,16 +31,15 @@ STATE_DIR gets: kdc/ (the realm: krb5.conf for the controller, krb5kdc.log), key
 krb5-hosts.conf (the krb5.conf the hosts get), keys.json (hex key material of the keytabs, to check
 that it leaks nowhere), state.json (written last: ports, principals, paths), serve.log, pid.
 """
-import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '_shared'))
+import background  # noqa: E402  pylint: disable=import-error,wrong-import-position
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
 REALM = 'KAFKA-MIRROR.TEST'
@@ -125,19 +124,11 @@ def keytab_keys(kdc, keytab):
     return re.findall(r'\(0x([0-9a-f]{16,})\)', out)
 
 
-def write_json(path, data):
-    with open(path + '.tmp', 'w') as fh:
-        json.dump(data, fh, indent=1)
-    os.replace(path + '.tmp', path)
-
-
 def serve(state_dir, host):
     sys.path[:0] = [os.path.join(REPO, 'src'), os.path.join(REPO, 'tests', 'harness')]
     from kafka_mirror_testing.localkdc import GSSAPI_LISTENER, LocalKdc, kerberized_cluster  # pylint: disable=import-error
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stopped = background.on_stop()
     began = time.monotonic()
     clusters = {}
     with LocalKdc(state_dir, realm=REALM, host=host) as kdc:
@@ -162,9 +153,9 @@ def serve(state_dir, host):
             for side, cluster in clusters.items():
                 grant_acls(cluster.admin(), side)
             seed(clusters['source'])
-            write_json(os.path.join(state_dir, 'keys.json'),
+            background.write_json(os.path.join(state_dir, 'keys.json'),
                        [k for keytab in keytabs.values() for k in keytab_keys(kdc, keytab)])
-            write_json(os.path.join(state_dir, 'state.json'), {
+            background.write_json(os.path.join(state_dir, 'state.json'), {
                 'realm': REALM, 'kdc': kdc.address, 'kdc_pid': kdc.pid,
                 'krb5_conf': str(kdc.krb5_conf), 'krb5_hosts_conf': os.path.join(state_dir, 'krb5-hosts.conf'),
                 'kdc_log': str(kdc.dir / 'krb5kdc.log'),
@@ -173,101 +164,17 @@ def serve(state_dir, host):
                 'bootstrap': {s: c.bootstrap_for(GSSAPI_LISTENER) for s, c in clusters.items()},
                 'plaintext': {s: c.bootstrap for s, c in clusters.items()},
                 'broker_pids': {s: c.pid for s, c in clusters.items()},
+                'children': [kdc.pid, *(c.pid for c in clusters.values())],
             })
             print('Kerberized clusters up in %.0f s: %s' % (
                 time.monotonic() - began,
                 ', '.join('%s GSSAPI %s (pid %s)' % (s, c.bootstrap_for(GSSAPI_LISTENER), c.pid)
                           for s, c in clusters.items())), flush=True)
-            while not stop.wait(1.0):
-                if not kdc.alive() or not all(c.alive() for c in clusters.values()):
-                    print('a Kerberized cluster or the KDC died; logs in %s' % state_dir, file=sys.stderr)
-                    return 1
-            return 0
+            return background.watch(stopped, [kdc, *clusters.values()], 'a Kerberized cluster or the KDC', state_dir)
         finally:
             for cluster in clusters.values():
                 cluster.stop()
 
 
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        with open('/proc/%d/stat' % pid) as fh:
-            return fh.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except OSError:
-        return False
-
-
-def recorded_pid(state_dir):
-    try:
-        with open(os.path.join(state_dir, 'pid')) as fh:
-            return int(fh.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def start(state_dir, host, timeout=240):
-    pid = recorded_pid(state_dir)
-    if pid and alive(pid) and os.path.exists(os.path.join(state_dir, 'state.json')):
-        print('already running (pid %d)' % pid)
-        return 0
-    stop_(state_dir)
-    os.makedirs(state_dir)
-    log = open(os.path.join(state_dir, 'serve.log'), 'ab')
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), 'serve', state_dir, host],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    with open(os.path.join(state_dir, 'pid'), 'w') as fh:
-        fh.write(str(proc.pid))
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(os.path.join(state_dir, 'state.json')):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            with open(os.path.join(state_dir, 'serve.log')) as fh:
-                print(fh.read()[-4000:], file=sys.stderr)
-            stop_(state_dir, keep=True)
-            print('the Kerberos realm and clusters did not start (logs in %s)' % state_dir, file=sys.stderr)
-            return 1
-        time.sleep(0.5)
-    with open(os.path.join(state_dir, 'serve.log')) as fh:
-        print(fh.read().strip())
-    return 0
-
-
-def stop_(state_dir, keep=False):
-    pid = recorded_pid(state_dir)
-    if pid and alive(pid):
-        os.kill(pid, signal.SIGTERM)   # serve() stops the brokers and the KDC by their PIDs
-        deadline = time.monotonic() + 60
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            try:   # the brokers and the KDC it started, by their recorded PIDs
-                with open(os.path.join(state_dir, 'state.json')) as fh:
-                    state = json.load(fh)
-                for child in [state['kdc_pid'], *state['broker_pids'].values()]:
-                    if child and alive(child):
-                        os.kill(child, signal.SIGKILL)
-            except (OSError, ValueError, KeyError):
-                pass
-    if not keep:
-        shutil.rmtree(state_dir, ignore_errors=True)
-    return 0
-
-
-def main(argv):
-    if len(argv) >= 3 and argv[1] == 'start':
-        return start(os.path.abspath(argv[2]), argv[3])
-    if len(argv) >= 3 and argv[1] == 'serve':
-        return serve(os.path.abspath(argv[2]), argv[3])
-    if len(argv) >= 3 and argv[1] == 'stop':
-        stop_(os.path.abspath(argv[2]))
-        print('stopped')
-        return 0
-    print(__doc__, file=sys.stderr)
-    return 2
-
-
 if __name__ == '__main__':
-    sys.exit(main(sys.argv))
+    sys.exit(background.main(sys.argv, __file__, serve, 'the Kerberos realm and clusters', __doc__))

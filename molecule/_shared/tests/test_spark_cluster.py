@@ -1,10 +1,10 @@
 """Spark standalone cluster (spark_cluster scenario): master + workers as non-root services, the
 mirror submitted to the cluster."""
 
-import json
 import time
 
 import pytest
+from spark_ui import master_state  # molecule/_shared (conftest)
 
 
 def _groups(host):
@@ -30,14 +30,7 @@ def test_master_sees_workers_and_mirror_app(host):
     assert host.check_output("systemctl show -p User --value spark-master") == "spark"
     ip = host.check_output("hostname -I").split()[0]
     assert ip in host.check_output("ss -Htln sport = :7077")
-    state = {}
-    for _ in range(60):
-        out = host.run(f"curl -sf http://{ip}:8080/json/")
-        if out.rc == 0:
-            state = json.loads(out.stdout)
-            if state.get("aliveworkers") == 2 and state.get("activeapps"):
-                break
-        time.sleep(2)
+    state = master_state(host, ip, 2)
     assert state.get("aliveworkers") == 2, state
     apps = [a.get("name") for a in state.get("activeapps", [])]
     assert any("kafka-mirror" in (n or "") for n in apps), apps

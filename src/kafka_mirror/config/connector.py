@@ -31,7 +31,7 @@ def _strip(props: Mapping[str, str], prefix: str) -> dict[str, str]:
 
 def _connector_key(key: str) -> bool:
     return (
-        (key in keys.FLOW_KEYS and not key.startswith("mirror.") and key != "offset.storage.topic")
+        (key in keys.FLOW_KEYS and not key.startswith(("mirror.", "offset.storage.")))
         or key.startswith(_PASSED_PREFIXES)
         or keys.matches(key, _CONNECTOR_CLIENT_KEYS)
     )

@@ -53,7 +53,7 @@ def key_notices(props: Mapping[str, str], aliases: list[str], origin: str) -> li
         if head in aliases and rest:
             if keys.is_client_key(rest) or rest.startswith(keys.CLIENT_ROLES):
                 continue
-            if rest in keys.FLOW_KEYS and rest == "offset.storage.topic":
+            if rest in keys.FLOW_KEYS and rest.startswith("offset.storage."):
                 continue
             if not unused(key, rest):
                 notices.append(f"{origin}: unknown key '{key}' ignored")

@@ -44,8 +44,12 @@ FLOW_KEYS = frozenset(
         "heartbeats.replication.enabled",
         "sync.topic.acls.enabled",
         "sync.topic.acls.interval.seconds",
-        # where a running MirrorMaker 2 keeps its positions (read to take over from it)
+        # MirrorMaker 2's Connect offsets topic: where kafka-mirror keeps a flow's positions
+        # (mirror.positions.in.kafka) and reads a running MirrorMaker 2's to take over from it;
+        # its replication factor and partitions when kafka-mirror creates it
         "offset.storage.topic",
+        "offset.storage.replication.factor",
+        "offset.storage.partitions",
         # kafka-mirror's own engine settings
         "mirror.max.records.per.batch",
         "mirror.trigger.interval.ms",
@@ -75,11 +79,12 @@ NOT_SUPPORTED: dict[str, str] = {
     "local[N]",
     "sync.topic.configs.interval.seconds": "topic configs are synced at every topic refresh "
     "(refresh.topics.interval.seconds)",
-    "config.storage.": "kafka-mirror keeps no Connect worker topics (positions live in Spark "
-    "checkpoints)",
-    "status.storage.": "kafka-mirror keeps no Connect worker topics",
-    "offset.storage.": "kafka-mirror keeps no Connect worker topics (offset.storage.topic is read "
-    "only to take over a MirrorMaker 2's positions)",
+    "config.storage.": "kafka-mirror keeps no Connect worker configs (its flows come from this "
+    "file)",
+    "status.storage.": "kafka-mirror keeps no Connect worker status topic (its status is the "
+    "metrics endpoint's /status)",
+    "offset.storage.": "kafka-mirror reads offset.storage.topic, .replication.factor and "
+    ".partitions only",
     "offset.flush.": "Spark commits positions after every micro-batch",
     "dedicated.mode.": "kafka-mirror has no Connect REST server",
     "listeners": "kafka-mirror has no Connect REST server",
@@ -107,7 +112,7 @@ def not_supported(key: str) -> str | None:
     """Why kafka-mirror does not act on ``key`` (a flow-level key name), or None."""
     for prefix, why in NOT_SUPPORTED.items():
         if key == prefix or (prefix.endswith(".") and key.startswith(prefix)):
-            if key == "offset.storage.topic":
+            if key in FLOW_KEYS:
                 return None
             return why
     return None

@@ -31,6 +31,7 @@ from kafka_mirror.config.properties import parse_properties, read_properties_fil
 from kafka_mirror.config.providers import resolve_providers
 from kafka_mirror.config.values import Values
 from kafka_mirror.errors import ConfigError
+from kafka_mirror.mm2.offsets_records import DEFAULT_OFFSETS_PARTITIONS, mm2_offsets_key
 
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 
@@ -153,16 +154,32 @@ def _enabled_flows(
     for source, target, effective in pairs(props, aliases, origin, hidden):
         if not Values(effective.scoped, origin).boolean("enabled", False):
             continue
-        flows.append(
-            flow_settings(
-                effective,
-                clusters[source],
-                clusters[target],
-                strip_prefix(effective.scoped, "consumer."),
-                strip_prefix(effective.scoped, "producer."),
-            )
+        flow = flow_settings(
+            effective,
+            clusters[source],
+            clusters[target],
+            strip_prefix(effective.scoped, "consumer."),
+            strip_prefix(effective.scoped, "producer."),
         )
+        replicas, partitions = _offsets_topic_layout(props, target, origin)
+        flows.append(replace(flow, positions_replication_factor=replicas,
+                             positions_partitions=partitions))
     return flows
+
+
+def _offsets_topic_layout(props: Mapping[str, str], target: str, origin: str) -> tuple[int, int]:
+    """The replication factor and partitions of the flow's offsets topic (where kafka-mirror keeps
+    its positions) when kafka-mirror creates it: MirrorMaker 2's worker settings
+    ``offset.storage.replication.factor`` and ``offset.storage.partitions`` (top-level, then
+    ``<target>.``); -1 (the broker's default) and Connect's 25 when unset."""
+    values = Values(props, origin)
+    rf_key = mm2_offsets_key(props, target, "replication.factor")
+    partitions_key = mm2_offsets_key(props, target, "partitions")
+    return (
+        replication_factor(values, rf_key) if rf_key else -1,
+        (values.integer(partitions_key, DEFAULT_OFFSETS_PARTITIONS, 1) if partitions_key
+         else DEFAULT_OFFSETS_PARTITIONS),
+    )
 
 
 def metrics_settings(values: Values) -> MetricsSettings | None:

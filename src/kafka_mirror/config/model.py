@@ -106,6 +106,10 @@ class FlowSpec:
     # there), at most once per mirror.positions.in.kafka.interval.ms
     positions_in_kafka: bool = True
     positions_interval_ms: int = 1_000
+    # offset.storage.replication.factor and offset.storage.partitions: the offsets topic's, when
+    # kafka-mirror creates it (as MirrorMaker 2's Connect worker would)
+    positions_replication_factor: int = -1
+    positions_partitions: int = 25
     # mirror.lease.ms: one writer per flow, elected in Kafka (0: no lease, every instance writes)
     lease_ms: int = 5_000
     # mirror.exactly.once.target: at every (re)start, skip what a cut batch already wrote

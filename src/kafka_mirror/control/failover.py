@@ -137,6 +137,7 @@ def hand_back_to_mm2(config: MirrorConfig, state_dir: Path, to_cluster: str | No
                 "hand back (is --state-dir the mirror's?)"
             )
         topic = mm2_offsets_topic(config.raw, flow.source.alias, flow.target.alias)
-        written = write_mm2_positions(flow.target, topic, flow.source.alias, positions)
+        written = write_mm2_positions(flow.target, topic, flow.source.alias, positions,
+                                      flow.positions_partitions, flow.positions_replication_factor)
         out.append(HandBack(flow, topic, dict(positions), written))
     return out

@@ -26,6 +26,7 @@ __all__ = [
     "TOPIC_ID_FIELD",
     "is_int",
     "kept_value",
+    "mm2_offsets_key",
     "mm2_offsets_topic",
     "mm2_source_key",
     "mm2_source_value",
@@ -63,6 +64,15 @@ def _setting(props: Mapping[str, str], key: str) -> str | None:
             value=value,
         )
     return value
+
+
+def mm2_offsets_key(props: Mapping[str, str], target_alias: str, name: str) -> str | None:
+    """The key that sets ``offset.storage.<name>`` of the herder writing into ``target_alias``,
+    with :func:`mm2_offsets_topic`'s precedence (top-level, then ``<target>.``), or None."""
+    for key in (f"offset.storage.{name}", f"{target_alias}.offset.storage.{name}"):
+        if key in props:
+            return key
+    return None
 
 
 def mm2_offsets_topic(props: Mapping[str, str], source_alias: str, target_alias: str) -> str:

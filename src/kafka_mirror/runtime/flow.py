@@ -141,7 +141,9 @@ class FlowRunner:
         self.kept = (
             KeptPositions(flow.target, mm2_offsets_topic(raw_config, flow.source.alias,
                                                          flow.target.alias),
-                          flow.source.alias, self.target, flow.positions_interval_ms)
+                          flow.source.alias, self.target, flow.positions_interval_ms,
+                          replication_factor=flow.positions_replication_factor,
+                          partitions=flow.positions_partitions)
             if flow.positions_in_kafka and self.target_ends is not None else None
         )
         self._read_kept = True  # the positions kept in Kafka are read at the next start

@@ -65,6 +65,8 @@ class KeptPositions:
         admin: ClusterAdmin,
         interval_ms: int = 1_000,
         *,
+        replication_factor: int = -1,
+        partitions: int = DEFAULT_OFFSETS_PARTITIONS,
         timeout: float = TIMEOUT,
         writer_factory: Callable[..., InternalTopicWriter] = InternalTopicWriter,
         reader_factory: Callable[..., InternalTopicReader] = InternalTopicReader,
@@ -75,6 +77,9 @@ class KeptPositions:
         self.source_alias = source_alias
         self.admin = admin
         self.interval = interval_ms / 1000.0
+        # the topic's when this creates it (offset.storage.replication.factor, .partitions)
+        self.replication_factor = replication_factor
+        self.partitions = partitions
         self.timeout = timeout
         self._writer_factory = writer_factory
         self._reader_factory = reader_factory
@@ -123,7 +128,7 @@ class KeptPositions:
             writer = self._writer_factory(
                 self.target, self.topic, label="positions not kept in", timeout=self.timeout,
                 partition_by_key=True)
-            writer.ensure_topic(self.admin, -1, DEFAULT_OFFSETS_PARTITIONS)
+            writer.ensure_topic(self.admin, self.replication_factor, self.partitions)
             self._writer = writer
         return self._writer
 

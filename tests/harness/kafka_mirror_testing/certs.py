@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography import x509
@@ -20,10 +21,11 @@ def new_key() -> rsa.RSAPrivateKey:
 
 
 def certificate(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Certificate | None,
-                issuer_key: rsa.RSAPrivateKey, ca: bool | None = None) -> x509.Certificate:
+                issuer_key: rsa.RSAPrivateKey, ca: bool | None = None,
+                names: Sequence[str] = ()) -> x509.Certificate:
     """A certificate for ``subject``, valid from yesterday to the day after tomorrow, signed by
     ``issuer`` (itself when None). A CA (by default: a self-signed one) has no subject
-    alternative names; any other is for ``localhost`` and 127.0.0.1."""
+    alternative names; any other is for ``localhost``, 127.0.0.1 and the DNS ``names``."""
     ca = issuer is None if ca is None else ca
     now = datetime.datetime.now(datetime.UTC)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
@@ -39,7 +41,8 @@ def certificate(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Certificate |
     )
     if not ca:
         builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+             *(x509.DNSName(n) for n in names)]),
             critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 

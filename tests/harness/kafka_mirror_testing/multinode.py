@@ -18,6 +18,7 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
@@ -33,10 +34,26 @@ from kafka_mirror_testing.localcluster import (
 from kafka_mirror_testing.service import Service
 from kafka_mirror_testing.waiting import PATIENCE
 
-__all__ = ["KafkaNode", "MultiNodeKafkaCluster"]
+__all__ = ["KafkaNode", "MultiNodeKafkaCluster", "NodeAddress"]
 
 ELECTION_MAIN = "org.apache.kafka.tools.LeaderElectionCommand"
 REASSIGN_MAIN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+
+
+@dataclass(frozen=True)
+class NodeAddress:
+    """Where one node's listener is: advertised as ``host``, bound to ``bind`` on ``port`` (0: a
+    free one)."""
+
+    host: str
+    bind: str
+    port: int = 0
+
+
+def node_address(cluster: MultiNodeKafkaCluster, listener: str, node_id: int
+                 ) -> NodeAddress | None:
+    addresses = cluster.node_addresses.get(listener)
+    return addresses[node_id - 1] if addresses else None
 
 
 class KafkaNode(LocalKafkaCluster):
@@ -44,11 +61,17 @@ class KafkaNode(LocalKafkaCluster):
 
     def __init__(self, cluster: MultiNodeKafkaCluster, node_id: int, heap: str,
                  server_overrides: Mapping[str, str]) -> None:
+        own = {name: addresses[node_id - 1]
+               for name, addresses in cluster.node_addresses.items()}
         super().__init__(f"{cluster.name}-{node_id}", cluster.workdir, heap=heap,
-                         server_overrides=server_overrides,
+                         server_overrides={**server_overrides,
+                                           **cluster.node_overrides.get(node_id, {})},
                          extra_listeners=cluster.extra_listeners,
-                         listener_binds={name: (host, 0)
-                                         for name, host in cluster.listener_hosts.items()})
+                         advertised_hosts={name: a.host for name, a in own.items()},
+                         listener_binds={
+                             **{name: (host, 0) for name, host in cluster.listener_hosts.items()},
+                             **{name: (a.bind, a.port) for name, a in own.items()}},
+                         jvm_args=cluster.jvm_args, env=cluster.env)
         self.cluster = cluster
         self.node_id = node_id
         self.cluster_id = cluster.cluster_id
@@ -100,16 +123,30 @@ class MultiNodeKafkaCluster(Service):
 
     ``extra_listeners`` (name -> security protocol) gives every node another listener, bound to
     127.0.0.1 unless ``listener_hosts`` names another address for it (the nodes then share that
-    address, each on a port of its own); ``bootstrap_for(name)`` lists every node's."""
+    address, each on a port of its own) or ``node_addresses`` gives each node's own (name -> one
+    :class:`NodeAddress` per node: advertised host name, bind address, port; production's
+    ``kafka1.example.net:9093``, ``kafka2...``); ``bootstrap_for(name)`` lists every node's.
+    ``node_overrides`` (node id -> properties) are merged over ``server_overrides`` for that node
+    (e.g. its own Kerberos service principal); ``jvm_args`` and ``env`` are every node's."""
 
     def __init__(self, name: str, workdir: Path, nodes: int = 3, heap: str = "384m",
                  server_overrides: Mapping[str, str] | None = None,
                  extra_listeners: Mapping[str, str] | None = None,
-                 listener_hosts: Mapping[str, str] | None = None) -> None:
+                 listener_hosts: Mapping[str, str] | None = None, *,
+                 node_addresses: Mapping[str, Sequence[NodeAddress]] | None = None,
+                 node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+                 jvm_args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         if nodes < 1:
             raise ValueError("a cluster has at least one node")
         self.extra_listeners = dict(extra_listeners or {})
         self.listener_hosts = dict(listener_hosts or {})
+        self.node_addresses = {k.upper(): list(v) for k, v in (node_addresses or {}).items()}
+        short = [k for k, v in self.node_addresses.items() if len(v) != nodes]
+        if short:
+            raise ValueError(f"node_addresses of {short} do not give one address per node")
+        self.node_overrides = {k: dict(v) for k, v in (node_overrides or {}).items()}
+        self.jvm_args = list(jvm_args)
+        self.env = dict(env or {})
         self.name = name
         self.workdir = Path(workdir).resolve()
         self.cluster_id = random_cluster_id()
@@ -224,7 +261,8 @@ class MultiNodeKafkaCluster(Service):
         if first:
             for node in self.nodes:
                 self.ports[node.node_id] = {
-                    name: free_port()
+                    name: (fixed.port if (fixed := node_address(self, name, node.node_id))
+                           and fixed.port else free_port())
                     for name in ("PLAINTEXT", *(n.upper() for n in self.extra_listeners),
                                  "CONTROLLER")}
                 node.ports = dict(self.ports[node.node_id])

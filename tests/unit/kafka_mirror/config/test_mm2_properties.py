@@ -50,9 +50,12 @@ def test_seed_example_loads_as_written() -> None:
     reported = sorted(n.split("'")[1] for n in config.notices)
     assert reported == sorted(
         [f"cluster{c}.{kind}.storage.replication.factor" for c in "AB"
-         for kind in ("config", "offset", "status")] + ["tasks.max"]
+         for kind in ("config", "status")] + ["tasks.max"]
     )
     assert all("not supported: " in n for n in config.notices)
+    # clusterB.offset.storage.replication.factor=1: the offsets topic clusterA->clusterB keeps
+    # its positions in, when kafka-mirror creates it
+    assert (flow.positions_replication_factor, flow.positions_partitions) == (1, 25)
     assert {(h.source.alias, h.target.alias) for h in config.heartbeats} == {
         ("clusterA", "clusterB"), ("clusterB", "clusterA")}
 
@@ -369,3 +372,27 @@ def test_check_config_says_where_state_lives_and_who_writes(
     assert "  positions: in the state dir only (mirror.positions.in.kafka = false)" in out
     assert ("  writer: every instance given the flow writes it (mirror.lease.ms = 0): run it on "
             "one host only") in out
+
+
+def test_offsets_topic_layout_as_mirrormaker2_reads_it() -> None:
+    """offset.storage.replication.factor and .partitions (the Connect offsets topic kafka-mirror
+    keeps positions in): top-level over <target>., a flow-level key ignored (with a notice), -1
+    (the broker's default) and Connect's 25 unset; a bad value names its key."""
+    flow = mm2_from_text(BASE).flows[0]
+    assert (flow.positions_replication_factor, flow.positions_partitions) == (-1, 25)
+    config = mm2_from_text(BASE + "B.offset.storage.replication.factor = 2\n"
+                       "B.offset.storage.partitions = 5\nA->B.offset.storage.partitions = 7\n")
+    flow = config.flows[0]
+    assert (flow.positions_replication_factor, flow.positions_partitions) == (2, 5)
+    assert not any("B.offset.storage.replication.factor" in n for n in config.notices)
+    config = mm2_from_text(BASE + "B.offset.storage.replication.factor = 2\n"
+                       "offset.storage.replication.factor = 3\n")
+    assert config.flows[0].positions_replication_factor == 3
+    assert not config.notices
+    with pytest.raises(ConfigError, match=r"offset\.storage\.partitions"):
+        mm2_from_text(BASE + "offset.storage.partitions = many\n")
+    with pytest.raises(ConfigError, match=r"offset\.storage\.replication\.factor"):
+        mm2_from_text(BASE + "B.offset.storage.replication.factor = 0\n")
+    # the other worker storage keys still say why they do nothing here
+    notices = mm2_from_text(BASE + "offset.storage.file.filename = /tmp/x\n").notices
+    assert any("offset.storage.file.filename" in n and "not supported" in n for n in notices)

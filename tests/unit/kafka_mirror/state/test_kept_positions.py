@@ -131,3 +131,21 @@ def test_a_read_returns_the_last_record_per_partition_of_this_source() -> None:
     found = _kept([], Clock(), records=records).read()
     assert {tp: (k.position, k.target_end, k.topic_id) for tp, k in found.items()} == {
         ("t", 0): (10, 90, "x"), ("t", 1): (7, None, None)}
+
+
+def test_the_topic_is_created_with_the_flow_s_layout() -> None:
+    """offset.storage.replication.factor and .partitions reach the topic's creation (MM2's
+    defaults otherwise: the broker's replication factor, 25 partitions)."""
+    ensured: list[tuple[int, int]] = []
+
+    def writer(*_: Any, **__: Any) -> FakeWriter:
+        made = FakeWriter([], [])
+        made.ensured = ensured
+        return made
+
+    for layout, expected in (({}, (-1, 25)), ({"replication_factor": 3, "partitions": 5}, (3, 5))):
+        kept = KeptPositions(
+            ClusterSpec("B", {"bootstrap.servers": "127.0.0.1:2"}), TOPIC, "A", admin=None,  # type: ignore[arg-type]
+            interval_ms=0, writer_factory=writer, **layout)  # type: ignore[arg-type]
+        kept.keep({("t", 0): (1, 1)}, {})
+        assert ensured.pop() == expected

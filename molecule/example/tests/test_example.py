@@ -134,7 +134,7 @@ def test_fleet_inventory_plans_in_check_mode(host, state):
     inventory = os.path.join(MOL_HOME, "fleet-inventory")
     shutil.rmtree(inventory, ignore_errors=True)
     shutil.copytree(os.path.join(repo, "inventories", "fleet"), inventory)
-    shutil.copytree(state["fleet_files"], os.path.join(inventory, "files"))
+    shutil.copytree(state["fleet_files"], os.path.join(inventory, "files"), dirs_exist_ok=True)
     overlay = os.path.join(MOL_HOME, "fleet-overlay.yml")
     with open(overlay, "w") as fh:
         fh.write("all:\n  vars:\n    ansible_user: kmdeploy\n"

@@ -39,6 +39,7 @@ from kafka_mirror_testing.localcluster import (
     tail,
 )
 from kafka_mirror_testing.service import Service
+from kafka_mirror_testing.waiting import PATIENCE
 
 __all__ = [
     "DEFAULT_REALM",
@@ -249,7 +250,7 @@ class LocalKdc(Service):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * PATIENCE
         while not _tcp_open(self.host, self.tcp_port):
             if self._proc.poll() is not None or time.monotonic() >= deadline:
                 state = (

@@ -39,7 +39,9 @@ from kafka_mirror_testing.localcluster import (
     free_port,
     tail,
 )
+from kafka_mirror_testing.quick_jvms import extra_jvm_flags
 from kafka_mirror_testing.service import Service
+from kafka_mirror_testing.waiting import PATIENCE
 
 __all__ = ["KEYCLOAK_VERSION", "OAUTH_LISTENER", "LocalOidcProvider", "keycloak_home",
            "oauth_cluster", "oauth_listener"]
@@ -204,6 +206,9 @@ class LocalOidcProvider(Service):
         java = Path(java_executable()).resolve()
         env = {"JAVA_HOME": str(java.parents[1]), "JAVA": str(java),
                "JAVA_OPTS_KC_HEAP": f"-Xms64m -Xmx{self.heap}",
+               # kc.sh adds it to its own options: the test JVMs' flags (C1 only: a start
+               # took 18.5 CPU-seconds instead of 29 on this 2-core machine)
+               "JAVA_OPTS_APPEND": " ".join(extra_jvm_flags()),
                "KC_BOOTSTRAP_ADMIN_USERNAME": "admin",
                "KC_BOOTSTRAP_ADMIN_PASSWORD": self._admin_password}
         self._proc = JvmProcess(
@@ -215,7 +220,9 @@ class LocalOidcProvider(Service):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._proc.start()
         try:
-            self._wait_ready(time.monotonic() + self.start_timeout)
+            # as every start of a test server, it may take PATIENCE times its timeout (CI at
+            # stop 59: not ready in 180 s at 3 busy test workers; 15 s on an idle machine)
+            self._wait_ready(time.monotonic() + self.start_timeout * PATIENCE)
         except BaseException:
             self.stop()
             raise

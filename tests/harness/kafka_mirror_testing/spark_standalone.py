@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from kafka_mirror_testing.localcluster import LOOPBACK, free_port, stop_process, tail
+from kafka_mirror_testing.waiting import PATIENCE
 
 
 def _descendants(pid: int) -> list[int]:
@@ -69,6 +70,7 @@ class SparkStandalone:
         return log_path
 
     def _wait_for(self, log_path: Path, marker: str, timeout: float) -> None:
+        timeout *= PATIENCE
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if marker in tail(log_path, 400):

@@ -52,7 +52,8 @@ def start(script, state_dir, args, what, timeout=240):
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     with open(os.path.join(state_dir, 'pid'), 'w') as fh:
         fh.write(str(proc.pid))
-    deadline = time.monotonic() + timeout
+    # as the harness's servers, PATIENCE times the timeout (9 brokers at load 37 took longer)
+    deadline = time.monotonic() + timeout * float(os.environ.get('KAFKA_MIRROR_TEST_PATIENCE') or '1')
     while not os.path.exists(os.path.join(state_dir, 'state.json')):
         if proc.poll() is not None or time.monotonic() > deadline:
             with open(os.path.join(state_dir, 'serve.log')) as fh:

@@ -42,6 +42,14 @@ def key_notices(props: Mapping[str, str], aliases: list[str], origin: str) -> li
         match = keys.FLOW_KEY.fullmatch(key)
         if match:
             rest = match["key"]
+            if rest in keys.FLOW_KEYS and rest.startswith("offset.storage."):
+                # MirrorMakerConfig.workerConfig reads them top-level or as <target>.*, and a
+                # flow's keys reach its connectors only (where Connect ignores these)
+                notices.append(
+                    f"{origin}: '{key}' ignored, as MirrorMaker 2 does: offset.storage.* is read "
+                    f"at the top level or as '{match['target']}.{rest}', not per flow"
+                )
+                continue
             if rest in keys.FLOW_KEYS or rest.startswith((*keys.CLIENT_ROLES, *policy_keys)):
                 continue
             if not unused(key, rest):

@@ -385,6 +385,10 @@ def test_offsets_topic_layout_as_mirrormaker2_reads_it() -> None:
     flow = config.flows[0]
     assert (flow.positions_replication_factor, flow.positions_partitions) == (2, 5)
     assert not any("B.offset.storage.replication.factor" in n for n in config.notices)
+    assert [n for n in config.notices if "A->B.offset.storage.partitions" in n] == [
+        "<string>: 'A->B.offset.storage.partitions' ignored, as MirrorMaker 2 does: "
+        "offset.storage.* is read at the top level or as 'B.offset.storage.partitions', "
+        "not per flow"]
     config = mm2_from_text(BASE + "B.offset.storage.replication.factor = 2\n"
                        "offset.storage.replication.factor = 3\n")
     assert config.flows[0].positions_replication_factor == 3

@@ -192,20 +192,24 @@ class SteadyProducer:
 
 
 class TargetWatch:
-    """The target topic's end offsets per partition, sampled every 0.1 s from a thread."""
+    """The source topic's and the target topic's end offsets per partition, sampled together
+    every 0.1 s from a thread: (time, target ends, source ends)."""
 
-    def __init__(self, cluster: LocalKafkaCluster, topic: str, partitions: int) -> None:
-        self.admin = cluster.admin()
-        self.topic, self.partitions = topic, list(range(partitions))
-        self.samples: list[tuple[float, dict[int, int]]] = []
+    def __init__(self, source: LocalKafkaCluster, source_topic: str, cluster: LocalKafkaCluster,
+                 topic: str, partitions: int) -> None:
+        self.source_admin, self.admin = source.admin(), cluster.admin()
+        self.source_topic, self.topic = source_topic, topic
+        self.partitions = list(range(partitions))
+        self.samples: list[tuple[float, dict[int, int], dict[int, int]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="target-watch", daemon=True)
 
     def _loop(self) -> None:
         while not self._stop.wait(SAMPLE_SECONDS):
+            source = present_end_offsets(self.source_admin, self.source_topic, self.partitions)
             ends = present_end_offsets(self.admin, self.topic, self.partitions)
-            if len(ends) == len(self.partitions):
-                self.samples.append((time.monotonic(), ends))
+            if len(ends) == len(source) == len(self.partitions):
+                self.samples.append((time.monotonic(), ends, source))
 
     def start(self) -> TargetWatch:
         self._thread.start()
@@ -219,17 +223,27 @@ class TargetWatch:
         self._thread.join()
 
 
-def longest_stall(samples: list[tuple[float, int]], begin: float, until: float) -> float:
-    """The longest time between ``begin`` and ``until`` without growth of a sampled count."""
-    longest, last_growth, previous = 0.0, begin, None
-    for at, value in samples:
-        if at > until:
-            break
-        if previous is not None and value > previous and at >= begin:
-            longest = max(longest, at - last_growth)
-            last_growth = at
-        previous = value
-    return max(0.0, longest, until - last_growth)
+def longest_stall(samples: list[tuple[float, int, int]], begin: float) -> float:
+    """The longest time from ``begin`` on that a sampled target count stood still while the
+    source's was ahead of it (``(time, target, source)`` samples): a mirror's stall, not the
+    producer's (a partition the producer does not write to for a while is not stalled). A
+    stall under way at ``begin`` counts from ``begin``; one that begins later, from the first
+    sample that shows it."""
+    longest, since, previous, first = 0.0, None, None, True
+    for at, target, source in samples:
+        grew = previous is not None and target > previous
+        previous = target
+        if at < begin:
+            continue
+        if since is not None and (grew or target >= source):
+            longest = max(longest, at - since)
+            since = None
+        if target < source and since is None:
+            since = begin if first and not grew else at
+        first = False
+    if since is not None:
+        longest = max(longest, samples[-1][0] - since)
+    return longest
 
 
 def count_target(cluster: LocalKafkaCluster, topic: str, ends: Mapping[int, int]
@@ -277,7 +291,7 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
         warm.produce(topic, key=b"warm", value=b"w", partition=p)
     warm.flush(30)
     deadline = time.monotonic() + ns.timeout
-    watch = TargetWatch(destination, target, partitions).start()
+    watch = TargetWatch(source, topic, destination, target, partitions).start()
     try:
         nodes[0].launch()
         while watch.total() < partitions:
@@ -313,7 +327,7 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
         while not (watch.samples and complete(watch.samples[-1][1])) \
                 and time.monotonic() < produced_until + ns.timeout:
             time.sleep(0.5)
-        across = next((at for at, ends in watch.samples if complete(ends)), None)
+        across = next((at for at, ends, _ in watch.samples if complete(ends)), None)
         time.sleep(3)  # late copies, if any, land before the count
     finally:
         watch.stop()
@@ -322,15 +336,16 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
     counts.pop(b"warm", None)
     run.lost = sum(1 for i in range(run.sent) if counts.get(b"%d" % i, 0) == 0)
     run.duplicates = sum(n - 1 for n in counts.values() if n > 1)
-    # each series until it reached its last value: growth stops there because the records are
-    # all across, not because the mirror stalls
-    totals = [(at, sum(ends.values())) for at, ends in watch.samples]
-    run.target_stall_s = round(longest_stall(totals, killed_at,
-                                             _reached(totals, sum(final.values()))), 1)
-    run.partition_stall_s = round(max(
-        longest_stall(series, killed_at, _reached(series, final[p]))
-        for p in range(partitions)
-        for series in [[(at, ends[p]) for at, ends in watch.samples]]), 1)
+    # stalls count only while the source held records the target lacked
+    run.target_stall_s = round(longest_stall(
+        [(at, sum(ends.values()), sum(src.values())) for at, ends, src in watch.samples],
+        killed_at), 1)
+    stalls = {p: longest_stall([(at, ends[p], src[p]) for at, ends, src in watch.samples],
+                               killed_at) for p in range(partitions)}
+    worst = max(stalls, key=lambda p: stalls[p])
+    run.partition_stall_s = round(stalls[worst], 1)
+    run.notes.append(f"longest partition stall in partition {worst}; sampled every "
+                     f"{_interval(watch.samples):.2f} s on average")
     if across is not None:
         run.all_across_s = round(max(0.0, across - produced_until), 1)
     else:
@@ -338,9 +353,11 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
     return run
 
 
-def _reached(series: list[tuple[float, int]], value: int) -> float:
-    """When a sampled count first reached ``value``."""
-    return next(at for at, count in series if count >= value)
+def _interval(samples: list[tuple[float, dict[int, int], dict[int, int]]]) -> float:
+    """The mean time between two samples (each reads both clusters' end offsets)."""
+    if len(samples) < 2:
+        return 0.0
+    return (samples[-1][0] - samples[0][0]) / (len(samples) - 1)
 
 
 def _km_nodes(ns: argparse.Namespace, workdir: Path, source: LocalKafkaCluster,

@@ -12,14 +12,20 @@ them. So on every (re)start of a flow's query, per source partition:
    writes a batch and ``(source end, target end after)`` after the write, both fsync'd inside
    ``foreachBatch``, i.e. before Spark can commit the batch.
 2. ``E``, the target's end offset now. ``E - T = n`` records of the cut batch are there.
-3. The source is read from ``S`` (read_committed, as Spark reads it; only the record count of
-   each poll crosses py4j) until the ``n``-th record; offsets may have gaps (compaction,
-   transaction markers, aborted records), so the count is of records, never of offsets.
+3. The source is read from ``S`` (read_committed, as Spark reads it) until the ``n``-th record;
+   offsets may have gaps (compaction, transaction markers, aborted records), so the count is of
+   records, never of offsets.
 4. The prefix is checked: the target records at ``T`` and ``E - 1`` must equal the first and the
    ``n``-th source record in key, value, headers and timestamp (the interceptor restores the
    source timestamp and removes its header, so they are equal when the mirror wrote them).
 5. The query starts after the ``n``-th record; the range ``[S, S')`` maps to ``[T, E)`` for
    offset translation and offset syncs.
+
+Steps 3 and 4 read every partition of the restart together, in the driver's JVM
+(``io.kafkamirror.RecordDigests``: one consumer per cluster and one pass over each, the target
+read from ``T`` to its ``n``-th record, which must be the one at ``E - 1``; only SHA-256 digests
+of the compared records cross py4j): a takeover at 2,000 partitions proves them in about the
+time one partition took, not 2,000 times that.
 
 When the source no longer holds the records from ``S`` (retention or deleted records since the
 cut), they cannot be read: the prefix is then the one the batch writer recorded after its write,
@@ -36,13 +42,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.engine.jvm_admin import java_properties
+from kafka_mirror.engine.jvm_admin import java_properties, number_list, partition_list
 from kafka_mirror.state.files import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -51,12 +56,11 @@ TARGET_ENDS_FILE = "target-ends.json"
 # (source position, target end) pairs kept per partition: the start and end of the last batches
 HISTORY = 6
 POLL_RECORDS = 10_000
-# a partition's count longer than this falls back to at-least-once (the restart runs on the
-# flow's own thread; /health/live allows a restart 10 minutes)
+# a proof's read that makes no progress for this long: the partitions it has not finished fall
+# back to at-least-once (the restart runs on the flow's own thread; /health/live allows a restart
+# 10 minutes)
 COUNT_SECONDS = 25.0
 WAIT_SECONDS = 20.0
-# threads proving the prefixes of a restart's partitions, each with a source and a target reader
-PROOF_THREADS = 8
 Key = tuple[str, int]
 
 
@@ -138,17 +142,14 @@ class TargetEnds:
 
 @dataclass(frozen=True)
 class RecordView:
-    """What the prefix check compares of one record."""
+    """What the prefix check compares of one record: its offset, and a digest of its timestamp,
+    key, value and headers (``io.kafkamirror.RecordDigests.digest``)."""
 
     offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    timestamp: int
+    digest: str
 
     def same_as(self, other: RecordView) -> bool:
-        return (self.key, self.value, self.headers, self.timestamp) == (
-            other.key, other.value, other.headers, other.timestamp)
+        return self.digest == other.digest
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,29 @@ class Counted:
 
     first: RecordView
     nth: RecordView
+
+
+@dataclass(frozen=True)
+class Short:
+    """Fewer than ``n`` records from the start to the partition's end: ``seen`` of them."""
+
+    seen: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Read:
+    """One partition's request of :meth:`JvmRecordReader.first_and_nth`: from offset ``start``,
+    the first record and the ``n``-th."""
+
+    topic: str
+    partition: int
+    start: int
+    n: int
+
+
+# what a read of one partition found: the records, too few of them, or a timeout (str)
+Found = Counted | Short | str
 
 
 class JvmRecordReader:
@@ -172,7 +196,7 @@ class JvmRecordReader:
             "auto.offset.reset": "none",
             "max.poll.records": str(POLL_RECORDS),
         }
-        # large fetches: counting reads whole record batches, only counts cross py4j
+        # large fetches: a proof reads whole record batches; only digests cross py4j
         for key, value in (("max.partition.fetch.bytes", "8388608"),
                            ("fetch.max.bytes", "67108864")):
             settings.setdefault(key, value)
@@ -182,78 +206,43 @@ class JvmRecordReader:
         self._consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(
             java_properties(jvm, settings))
 
-    def _assign(self, topic: str, partition: int, offset: int) -> Any:
-        jvm = self._jvm
-        tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
-        self._consumer.assign(jvm.java.util.Collections.singletonList(tp))
-        self._consumer.seek(tp, offset)
-        return tp
-
-    def _poll(self, tp: Any) -> Any:
-        duration = self._jvm.java.time.Duration.ofMillis(500)
-        return self._consumer.poll(duration).records(tp)
-
     def end_offset(self, topic: str, partition: int) -> int:
         """The partition's end offset (also what a standby asks once, so that the consumer's
         code is loaded before a takeover's proof needs it)."""
-        return self._end(self._jvm.org.apache.kafka.common.TopicPartition(topic, partition))
-
-    def _end(self, tp: Any) -> int:
-        ends = self._consumer.endOffsets(self._jvm.java.util.Collections.singletonList(tp))
+        jvm = self._jvm
+        tp = jvm.org.apache.kafka.common.TopicPartition(topic, partition)
+        ends = self._consumer.endOffsets(jvm.java.util.Collections.singletonList(tp))
         return int(ends.get(tp))
 
-    @staticmethod
-    def view(record: Any) -> RecordView:
-        headers = tuple(
-            (str(h.key()), None if h.value() is None else bytes(h.value()))
-            for h in record.headers().toArray()
-        )
-        key, value = record.key(), record.value()
-        return RecordView(
-            int(record.offset()),
-            None if key is None else bytes(key),
-            None if value is None else bytes(value),
-            headers,
-            int(record.timestamp()),
-        )
-
-    def count(self, topic: str, partition: int, start: int, n: int,
-              timeout: float = COUNT_SECONDS) -> Counted | str:
-        """The first record at or after ``start`` and the ``n``-th (n >= 1); or why not."""
-        tp = self._assign(topic, partition, start)
-        end = self._end(tp)
-        seen = 0
-        first: RecordView | None = None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            records = self._poll(tp)
-            size = int(records.size())
-            if size:
-                if first is None:
-                    first = self.view(records.get(0))
-                if seen + size >= n:
-                    return Counted(first, self.view(records.get(n - seen - 1)))
-                seen += size
-            elif int(self._consumer.position(tp)) >= end:
-                return (f"the source holds {seen} records from offset {start} to its end "
-                        f"{end}, fewer than the {n} on the target")
-        return f"timed out after {timeout:.0f} s counting {n} records from offset {start}"
-
-    def record_at(self, topic: str, partition: int, offset: int,
-                  timeout: float = 30.0) -> RecordView | None:
-        """The first record at or after ``offset``."""
-        tp = self._assign(topic, partition, offset)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            records = self._poll(tp)
-            if int(records.size()):
-                return self.view(records.get(0))
-            if int(self._consumer.position(tp)) >= self._end(tp):
-                return None
-        return None
+    def first_and_nth(self, reads: Sequence[Read], timeout: float = COUNT_SECONDS
+                      ) -> dict[Key, Found]:
+        """Per partition of ``reads`` (each partition once): the first record at or after its
+        start and the ``n``-th, all partitions in one pass (one py4j call, one consumer
+        fetching them together); a timeout when the pass made no progress for ``timeout`` s."""
+        if not reads:
+            return {}
+        text = str(self._jvm.io.kafkamirror.RecordDigests.firstAndNth(
+            self._consumer, partition_list((r.topic, r.partition) for r in reads),
+            number_list(r.start for r in reads), number_list(r.n for r in reads),
+            int(timeout * 1000)))
+        found: dict[Key, Found] = {}
+        for read, line in zip(reads, text.split("\n"), strict=True):
+            kind, *fields = line.split(" ")
+            key = (read.topic, read.partition)
+            if kind == "ok":
+                found[key] = Counted(RecordView(int(fields[0]), fields[1]),
+                                     RecordView(int(fields[2]), fields[3]))
+            elif kind == "short":
+                found[key] = Short(int(fields[0]), int(fields[1]))
+            else:
+                found[key] = (f"timed out after {timeout:.0f} s without progress, reading "
+                              f"{read.n} records from offset {read.start} ({fields[0]} read)")
+        return found
 
     def close(self) -> None:
-        self._consumer.close(self._jvm.java.time.Duration.ofSeconds(5))
+        """At once: the reader has no group to leave and nothing to commit (a close that waits
+        for its fetch sessions to end took 0.45 s, twice per takeover)."""
+        self._consumer.close(self._jvm.java.time.Duration.ZERO)
 
 
 @dataclass(frozen=True)
@@ -297,14 +286,13 @@ def plan_restart(
     source: Callable[[], JvmRecordReader],
     target: Callable[[], JvmRecordReader],
     log_starts: Callable[[list[Key]], Mapping[Key, int]] | None = None,
-    threads: int = PROOF_THREADS,
 ) -> RestartPlan:
     """Per partition with a committed position ``S`` and a recorded target end ``T``: skip the
     records of the cut batch that are on the target (module docstring). ``end_offsets`` reads
     the target's end offsets (keys are target topic partitions); the readers are created only
     when a partition needs them; ``log_starts`` are the source's (records below them are gone:
-    the prefix is the recorded one), read only for partitions whose target grew. The prefixes are
-    proven on up to ``threads`` threads."""
+    the prefix is the recorded one), read only for partitions whose target grew. The prefixes of
+    all partitions are proven together: one pass over each cluster."""
     recorded = {tp: target_ends.target_end(tp, s) for tp, s in known.items()}
     wanted = {tp: t for tp, t in recorded.items() if t is not None}
     plan = RestartPlan(dict(known), [], {})
@@ -316,17 +304,22 @@ def plan_restart(
                    if ends.get(target_tp) not in (None, wanted[tp]))
     starts = log_starts(grown) if log_starts is not None and grown else {}
     outcomes: dict[Key, Skip | str] = {}
-    proofs: list[tuple[Key, str, int]] = []
+    proofs: list[_Proof] = []
     for (ttopic, partition), tp in sorted(by_target.items()):
         now = ends.get((ttopic, partition))
         if now is None or now == wanted[tp]:
             continue
-        if starts.get(tp, -1) > known[tp]:
-            outcomes[tp] = _recorded_prefix(target_ends, tp, ttopic, known[tp], wanted[tp], now,
+        if now < wanted[tp]:
+            outcomes[tp] = (f"target {ttopic}[{partition}] ends at {now}, before offset "
+                            f"{wanted[tp]} where the mirror left it (truncated, recreated or an "
+                            "unclean leader election)")
+        elif starts.get(tp, -1) > known[tp]:
+            outcomes[tp] = _recorded_prefix(target_ends, tp, known[tp], wanted[tp], now,
                                             starts[tp])
         else:
-            proofs.append((tp, ttopic, now))
-    outcomes |= _prove_all(proofs, known, wanted, source, target, threads)
+            proofs.append(_Proof(tp, ttopic, known[tp], wanted[tp], now))
+    if proofs:
+        outcomes |= _prove_all(proofs, source, target)
     for tp, outcome in sorted(outcomes.items()):
         if isinstance(outcome, str):
             plan.fallbacks[tp] = outcome
@@ -337,26 +330,62 @@ def plan_restart(
     return plan
 
 
-def _prove_all(proofs: list[tuple[Key, str, int]], known: Mapping[Key, int],
-               wanted: Mapping[Key, int], source: Callable[[], JvmRecordReader],
-               target: Callable[[], JvmRecordReader], threads: int) -> dict[Key, Skip | str]:
-    """The prefixes of ``proofs`` (source partition, target topic, target end now), proven on
-    up to ``threads`` threads, each with readers of its own (a consumer is one thread's): each
-    proof waits on fetches, so a takeover after kill -9 proves every partition of the cut batch
-    in about the time of one."""
-    lanes = [proofs[i::threads] for i in range(min(threads, len(proofs)))]
+@dataclass(frozen=True)
+class _Proof:
+    """One partition to prove: source ``tp`` from offset ``start``; its target partition
+    ``ttopic[tp[1]]`` grew from ``before`` to ``now`` since the cut batch began."""
 
-    def prove(lane: list[tuple[Key, str, int]]) -> dict[Key, Skip | str]:
-        with _Readers(source, target) as readers:
-            return {tp: _prove_prefix(readers, tp, ttopic, known[tp], wanted[tp], now)
-                    for tp, ttopic, now in lane}
+    tp: Key
+    ttopic: str
+    start: int
+    before: int
+    now: int
 
-    if len(lanes) <= 1:
-        return prove(proofs)
+
+def _prove_all(proofs: list[_Proof], source: Callable[[], JvmRecordReader],
+               target: Callable[[], JvmRecordReader]) -> dict[Key, Skip | str]:
+    """The skips of ``proofs`` (each a partition whose target grew by ``n = now - before``), or
+    why one cannot be proven (a string): one pass over the source for all partitions, each from
+    its start to its ``n``-th record, then one over the target, each from ``before`` to its
+    ``n``-th record, which must be the one at ``now - 1`` (the mirror's writes leave no gaps)
+    and equal the source's; the first records compared too. One pass per cluster: a second
+    pass on the same consumer would wait behind the first pass's last fetch (the broker holds
+    it up to ``fetch.max.wait.ms``)."""
     outcomes: dict[Key, Skip | str] = {}
-    with ThreadPoolExecutor(len(lanes), thread_name_prefix="exactly-once-proof") as pool:
-        for done in pool.map(prove, lanes):
-            outcomes |= done
+    with _Readers(source, target) as readers:
+        counted = readers.get("source").first_and_nth(
+            [Read(p.tp[0], p.tp[1], p.start, p.now - p.before) for p in proofs])
+        ok: list[tuple[_Proof, Counted]] = []
+        for p in proofs:
+            found = counted[p.tp]
+            if isinstance(found, Counted):
+                ok.append((p, found))
+            elif isinstance(found, Short):
+                outcomes[p.tp] = (f"the source holds {found.seen} records from offset {p.start} "
+                                  f"to its end {found.end}, fewer than the {p.now - p.before} "
+                                  "on the target")
+            else:
+                outcomes[p.tp] = found
+        if not ok:
+            return outcomes
+        written = readers.get("target").first_and_nth(
+            [Read(p.ttopic, p.tp[1], p.before, p.now - p.before) for p, _ in ok])
+    for p, source_records in ok:
+        on_target = written[(p.ttopic, p.tp[1])]
+        if not isinstance(on_target, Counted) or on_target.nth.offset != p.now - 1 \
+                or not on_target.nth.same_as(source_records.nth):
+            outcomes[p.tp] = (f"target record {p.ttopic}[{p.tp[1]}]@{p.now - 1} is not source "
+                              f"record {p.tp[0]}[{p.tp[1]}]@{source_records.nth.offset} (key, "
+                              "value, headers or timestamp differ): another writer, or not the "
+                              "mirror's batch")
+        elif on_target.first.offset == p.before \
+                and not on_target.first.same_as(source_records.first):
+            outcomes[p.tp] = (f"target record {p.ttopic}[{p.tp[1]}]@{p.before} is not source "
+                              f"record {p.tp[0]}[{p.tp[1]}]@{source_records.first.offset}: "
+                              "another writer, or not the mirror's batch")
+        else:
+            outcomes[p.tp] = Skip(p.tp[0], p.tp[1], p.start, source_records.nth.offset + 1,
+                                  p.before, p.now)
     return outcomes
 
 
@@ -385,45 +414,18 @@ class _Readers:
                 log.debug("reader not closed", exc_info=True)
 
 
-def _recorded_prefix(target_ends: TargetEnds, tp: Key, ttopic: str, start: int, before: int,
-                     now: int, log_start: int) -> Skip | str:
+def _recorded_prefix(target_ends: TargetEnds, tp: Key, start: int, before: int, now: int,
+                     log_start: int) -> Skip | str:
     """The skip of one partition whose source records from ``start`` are gone (the log starts
     at ``log_start``): what the batch writer recorded after its last write, when the target
-    still ends there."""
+    still ends there (``now``, past ``before``)."""
     partition = tp[1]
-    if now < before:
-        return (f"target {ttopic}[{partition}] ends at {now}, before offset {before} where "
-                "the mirror left it (truncated, recreated or an unclean leader election)")
     resume = target_ends.position_at(tp, now)
     if resume is None or resume <= start:
         return (f"the source's records of {tp[0]}[{partition}] from offset {start} are gone "
                 f"(its log starts at {log_start}) and no write of the mirror's is recorded up "
                 f"to target offset {now}")
     return Skip(tp[0], partition, start, resume, before, now)
-
-
-def _prove_prefix(readers: _Readers, tp: Key, ttopic: str, start: int, before: int, now: int
-                  ) -> Skip | str:
-    """The skip of one partition whose target grew from ``before`` to ``now`` since the batch
-    that starts at source offset ``start`` was cut, or why it cannot be proven (a string)."""
-    partition = tp[1]
-    if now < before:
-        return (f"target {ttopic}[{partition}] ends at {now}, before offset {before} where "
-                "the mirror left it (truncated, recreated or an unclean leader election)")
-    counted = readers.get("source").count(tp[0], partition, start, now - before)
-    if isinstance(counted, str):
-        return counted
-    last = readers.get("target").record_at(ttopic, partition, now - 1)
-    if last is None or last.offset != now - 1 or not last.same_as(counted.nth):
-        return (f"target record {ttopic}[{partition}]@{now - 1} is not source record "
-                f"{tp[0]}[{partition}]@{counted.nth.offset} (key, value, headers or "
-                "timestamp differ): another writer, or not the mirror's batch")
-    first = readers.get("target").record_at(ttopic, partition, before)
-    if first is not None and first.offset == before and not first.same_as(counted.first):
-        return (f"target record {ttopic}[{partition}]@{before} is not source record "
-                f"{tp[0]}[{partition}]@{counted.first.offset}: another writer, or not the "
-                "mirror's batch")
-    return Skip(tp[0], partition, start, counted.nth.offset + 1, before, now)
 
 
 def producer_buffered(spark: Any, client_id: str) -> int | None:

@@ -5,8 +5,20 @@ line, a per-cluster Kerberos principal) means what it means in Spark's Kafka sou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+
+def partition_list(partitions: Iterable[tuple[str, int]]) -> str:
+    """Partitions as ``io.kafkamirror.PartitionList`` reads them (``topic:partition``,
+    comma-separated): one string crosses py4j in one call, where a Python list becomes a Java
+    list one element per call."""
+    return ",".join(f"{topic}:{partition}" for topic, partition in partitions)
+
+
+def number_list(numbers: Iterable[int]) -> str:
+    """Numbers as ``io.kafkamirror.PartitionList`` reads them (comma-separated)."""
+    return ",".join(str(int(n)) for n in numbers)
 
 
 def java_properties(jvm: Any, props: Mapping[str, str]) -> Any:

@@ -9,7 +9,7 @@ broker restarted under it, stalling the batch: tests/engine/test_faults.py.)
 
 from __future__ import annotations
 
-from kafka_mirror.engine.jvm_admin import JvmAdmin
+from kafka_mirror.engine.jvm_admin import JvmAdmin, partition_list
 
 
 class JvmEndOffsets(JvmAdmin):
@@ -22,7 +22,5 @@ class JvmEndOffsets(JvmAdmin):
         if not partitions:
             return {}
         text = self._jvm.io.kafkamirror.EndOffsets.read(
-            self._admin, [t for t, _ in partitions], [p for _, p in partitions],
-            int(timeout * 1000),
-        )
+            self._admin, partition_list(partitions), int(timeout * 1000))
         return dict(zip(partitions, (int(o) for o in str(text).split(",")), strict=True))

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafka_mirror.engine.jvm_admin import JvmAdmin
+from kafka_mirror.engine.jvm_admin import JvmAdmin, number_list, partition_list
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.state.source_epochs import Partition, SourceEpochs
 
@@ -128,8 +128,7 @@ class JvmLeaderEpochs(JvmAdmin):
         if not partitions:
             return {}
         text = str(self._jvm.io.kafkamirror.LeaderEpochs.latest(
-            self._admin, [t for t, _ in partitions], [p for _, p in partitions],
-            self._timeout_ms))
+            self._admin, partition_list(partitions), self._timeout_ms))
         pairs = (item.split(":") for item in text.split(","))
         return {tp: (int(end), int(epoch)) for tp, (end, epoch) in zip(partitions, pairs,
                                                                           strict=True)}
@@ -141,9 +140,8 @@ class JvmLeaderEpochs(JvmAdmin):
             return {}
         order = sorted(marks)
         text = str(self._jvm.io.kafkamirror.LeaderEpochs.divergence(
-            self._props, [t for t, _ in order], [p for _, p in order],
-            ",".join(str(marks[tp][0]) for tp in order),
-            ",".join(str(marks[tp][1]) for tp in order), self._timeout_ms))
+            self._props, partition_list(order), number_list(marks[tp][0] for tp in order),
+            number_list(marks[tp][1] for tp in order), self._timeout_ms))
         return dict(zip(order, (int(x) for x in text.split(",")), strict=True))
 
 

@@ -36,9 +36,13 @@ from kafka_mirror.kafka.clients import (
 )
 from kafka_mirror.observability.null_metrics import Metrics
 from kafka_mirror.runtime.resume import SourceAdmin, assigned_partitions
+from kafka_mirror.runtime.start_phases import StartPhases
 from kafka_mirror.state.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
+
+# skipped partitions of a (re)start logged a line each at INFO; the rest in one summary line
+SKIP_LINES = 10
 
 
 class SkipNotKnown(MirrorError):
@@ -80,10 +84,11 @@ class ExactlyOnceRestart:
         self.metrics = metrics
 
     def skip_written(self, spark: Any, known: Positions, assignment: Mapping[str, int],
-                     offsets: JvmEndOffsets, previous: BatchWriter | RealTimeWriter | None
-                     ) -> Positions:
+                     offsets: JvmEndOffsets, previous: BatchWriter | RealTimeWriter | None,
+                     phases: StartPhases | None = None) -> Positions:
         """``known`` moved on past what the batch cut short (by ``previous``, the writer of
-        the query started last) already wrote; ``offsets`` reads the target's end offsets."""
+        the query started last) already wrote; ``offsets`` reads the target's end offsets;
+        ``phases`` gets the proof and the recording of its skips as steps."""
         flow, target_ends = self.flow, self.target_ends
         mine = {tp: o for tp, o in known.items() if tp[1] < assignment.get(tp[0], 0)}
         # partitions never committed (added since the last committed batch) resume where a cut
@@ -117,7 +122,11 @@ class ExactlyOnceRestart:
             # where the target ends now, for the batch that resumes there (records beyond it
             # later are late, not these)
             target_ends.record({tp: (mine[tp], end) for tp, end in plan.fallback_ends.items()})
+        if phases is not None:
+            phases.mark("cut batch proven")
         skipped = self._record_skips(plan.skips)
+        if phases is not None:
+            phases.mark("skips recorded")
         self.metrics.skipped_at_restart(flow, skipped, len(plan.fallbacks))
         return {**known, **plan.positions}
 
@@ -138,17 +147,26 @@ class ExactlyOnceRestart:
         """The skipped ranges, reported and handed to the write hooks; how many records."""
         flow = self.flow
         copies = []
-        for skip in skips:
-            log.info("flow %s: %s[%d]: %d records of the batch cut short are already on the "
-                     "target (%s[%d] offsets %d..%d): resuming at source offset %d instead of "
-                     "%d", flow.name, skip.topic, skip.partition, skip.records,
-                     flow.target_topic(skip.topic), skip.partition, skip.target_start,
-                     skip.target_end - 1, skip.resume, skip.source_start)
+        for i, skip in enumerate(skips):
+            # a line per partition for the first few, the rest at DEBUG after a summary (a
+            # takeover at 2,000 partitions would print 2,000 lines)
+            log.log(logging.INFO if i < SKIP_LINES else logging.DEBUG,
+                    "flow %s: %s[%d]: %d records of the batch cut short are already on the "
+                    "target (%s[%d] offsets %d..%d): resuming at source offset %d instead of "
+                    "%d", flow.name, skip.topic, skip.partition, skip.records,
+                    flow.target_topic(skip.topic), skip.partition, skip.target_start,
+                    skip.target_end - 1, skip.resume, skip.source_start)
             copies.append(PartitionCopy(
                 skip.topic, skip.partition, flow.target_topic(skip.topic),
                 CopiedRange(skip.source_start, skip.resume, skip.target_start, skip.target_end,
                             skip.exact)))
         skipped = sum(skip.records for skip in skips)
+        if len(skips) > SKIP_LINES:
+            rest = skips[SKIP_LINES:]
+            log.info("flow %s: and %d partitions more with %d records of the batch cut short "
+                     "already on the target, skipped likewise (%d records in all; each "
+                     "partition's line at DEBUG)", flow.name, len(rest),
+                     sum(skip.records for skip in rest), skipped)
         if copies:
             self.target_ends.record({(s.topic, s.partition): (s.resume, s.target_end)
                                      for s in skips})

@@ -378,6 +378,7 @@ class FlowRunner:
             return known, False
         phases.mark("leader epochs")
         offsets = self._target_offsets(spark)
+        phases.mark("target client")
         if known and self.flow.realtime:
             known = self.realtime.proof_positions(known)
         # a first run from the log start whose first batch was cut resumes like the rest
@@ -386,12 +387,11 @@ class FlowRunner:
             checked = known or {}
             try:
                 known = self.exactly_once.skip_written(spark, checked, assignment,
-                                                       offsets, self.last_writer)
+                                                       offsets, self.last_writer, phases)
             except Exception as exc:
                 raise SkipNotKnown(
                     f"what the target already holds of the batch cut short was not determined "
                     f"({first_line(str(exc))}); not restarting yet") from exc
-            phases.mark("cut batch proven")
             # partitions no batch committed resume where their cut batch left them: records
             # deleted past that were never mirrored either
             fresh = {tp: offset for tp, offset in known.items() if tp not in checked}

@@ -4,13 +4,23 @@ the target's logs (offsets may have gaps, as on a compacted or transactional top
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_mirror.engine.exactly_once import Counted, RecordView, TargetEnds, plan_restart
+from kafka_mirror.engine.exactly_once import (
+    Counted,
+    Found,
+    Read,
+    RecordView,
+    Short,
+    TargetEnds,
+    plan_restart,
+)
 
 
 def _record(offset: int, value: str, ts: int = 1) -> RecordView:
-    return RecordView(offset, b"k", value.encode(), (("h", b"1"),), ts)
+    # the digest stands for the JVM's (timestamp, key, value, headers): equal records, equal text
+    return RecordView(offset, f"{ts}/{value}")
 
 
 class FakeLog:
@@ -19,15 +29,19 @@ class FakeLog:
     def __init__(self, partitions: dict[tuple[str, int], list[RecordView]]) -> None:
         self.partitions = partitions
         self.closed = False
+        self.passes: list[int] = []  # partitions read in each pass
 
-    def count(self, topic: str, partition: int, start: int, n: int) -> Counted | str:
-        records = [r for r in self.partitions[(topic, partition)] if r.offset >= start]
-        if len(records) < n:
-            return f"the source holds {len(records)} records, fewer than the {n} on the target"
-        return Counted(records[0], records[n - 1])
-
-    def record_at(self, topic: str, partition: int, offset: int) -> RecordView | None:
-        return next((r for r in self.partitions[(topic, partition)] if r.offset >= offset), None)
+    def first_and_nth(self, reads: Sequence[Read]) -> dict[tuple[str, int], Found]:
+        self.passes.append(len(reads))
+        found: dict[tuple[str, int], Found] = {}
+        for read in reads:
+            log = self.partitions[(read.topic, read.partition)]
+            records = [r for r in log if r.offset >= read.start]
+            end = log[-1].offset + 1 if log else 0
+            found[(read.topic, read.partition)] = (
+                Short(len(records), end) if len(records) < read.n
+                else Counted(records[0], records[read.n - 1]))
+        return found
 
     def close(self) -> None:
         self.closed = True
@@ -158,12 +172,14 @@ def test_target_ends_first_and_recorded_positions(tmp_path: Path) -> None:
     assert ends.position_at(("orders", 0), 691) is None
 
 
-def test_partitions_are_proven_on_threads_each_with_readers_of_its_own(tmp_path: Path) -> None:
+def test_all_partitions_are_proven_together_in_one_pass_over_each_cluster(
+        tmp_path: Path) -> None:
     # five partitions of the cut batch, each with 2 of its records on the target (the third
-    # partition's last one differs): proven on 2 threads, each opening one source and one
-    # target reader and closing both
+    # partition's last one differs, the fourth's source holds one record only): one source
+    # reader reads the 5 partitions in one pass, one target reader the 4 it must check in one
     partitions = range(5)
-    source = {("orders", p): [_record(o, f"v{p}.{o}") for o in (10, 11, 12)] for p in partitions}
+    source = {("orders", p): [_record(o, f"v{p}.{o}") for o in ((10,) if p == 3 else (10, 11, 12))]
+              for p in partitions}
     target = {("A.orders", p): [_record(100, f"v{p}.10"),
                                 _record(101, "other" if p == 2 else f"v{p}.11")]
               for p in partitions}
@@ -177,9 +193,11 @@ def test_partitions_are_proven_on_threads_each_with_readers_of_its_own(tmp_path:
 
     plan = plan_restart({("orders", p): 10 for p in partitions}, lambda t: f"A.{t}", ends,
                         lambda tps: {tp: 102 for tp in tps},
-                        lambda: reader(source), lambda: reader(target),  # type: ignore[arg-type,return-value]
-                        threads=2)
-    assert plan.positions == {("orders", p): 10 if p == 2 else 12 for p in partitions}
-    assert [skip.partition for skip in plan.skips] == [0, 1, 3, 4]
-    assert list(plan.fallbacks) == [("orders", 2)] and plan.fallback_ends == {("orders", 2): 102}
-    assert len(opened) == 4 and all(log.closed for log in opened)
+                        lambda: reader(source), lambda: reader(target))  # type: ignore[arg-type,return-value]
+    assert plan.positions == {("orders", p): 10 if p in (2, 3) else 12 for p in partitions}
+    assert [skip.partition for skip in plan.skips] == [0, 1, 4]
+    assert "is not source record orders[2]@11" in plan.fallbacks[("orders", 2)]
+    assert "the source holds 1 records from offset 10 to its end 11, fewer than the 2" \
+        in plan.fallbacks[("orders", 3)]
+    assert plan.fallback_ends == {("orders", 2): 102, ("orders", 3): 102}
+    assert [log.passes for log in opened] == [[5], [4]] and all(log.closed for log in opened)

@@ -1,7 +1,6 @@
 package io.kafkamirror;
 
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -21,22 +20,18 @@ public final class EndOffsets {
   private EndOffsets() {}
 
   /**
-   * The end offsets of {@code topics[i]}-{@code partitions[i]}, comma-separated in the same order.
+   * The end offsets of {@code partitions} ({@link PartitionList}), comma-separated in the same
+   * order.
    *
    * @throws ExecutionException when the request failed (the cause says why)
    * @throws TimeoutException when the cluster did not answer within {@code timeoutMs}
    */
-  public static String read(
-      Admin admin, List<String> topics, List<Integer> partitions, long timeoutMs)
+  public static String read(Admin admin, String partitions, long timeoutMs)
       throws ExecutionException, InterruptedException, TimeoutException {
-    if (topics.size() != partitions.size()) {
-      throw new IllegalArgumentException("topics and partitions differ in length");
-    }
+    TopicPartition[] order = PartitionList.parse(partitions);
     Map<TopicPartition, OffsetSpec> request = new HashMap<>();
-    TopicPartition[] order = new TopicPartition[topics.size()];
-    for (int i = 0; i < order.length; i++) {
-      order[i] = new TopicPartition(topics.get(i), partitions.get(i));
-      request.put(order[i], OffsetSpec.latest());
+    for (TopicPartition tp : order) {
+      request.put(tp, OffsetSpec.latest());
     }
     Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> result =
         admin.listOffsets(request).all().get(timeoutMs, TimeUnit.MILLISECONDS);

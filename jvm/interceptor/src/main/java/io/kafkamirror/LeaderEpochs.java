@@ -31,13 +31,12 @@ public final class LeaderEpochs {
   private LeaderEpochs() {}
 
   /**
-   * The end offset and the leader epoch of {@code topics[i]}-{@code partitions[i]}, as
+   * The end offset and the leader epoch of {@code partitions} ({@link PartitionList}), as
    * {@code end:epoch} comma-separated in the same order (epoch -1 when the broker gave none).
    */
-  public static String latest(
-      Admin admin, List<String> topics, List<Integer> partitions, long timeoutMs)
+  public static String latest(Admin admin, String partitions, long timeoutMs)
       throws ExecutionException, InterruptedException, TimeoutException {
-    TopicPartition[] order = partitionsOf(topics, partitions);
+    TopicPartition[] order = PartitionList.parse(partitions);
     Map<TopicPartition, OffsetSpec> request = new HashMap<>();
     for (TopicPartition tp : order) {
       request.put(tp, OffsetSpec.latest());
@@ -60,24 +59,20 @@ public final class LeaderEpochs {
    * which the partition's position was reached under the partition's leader epoch (the end
    * offset of that epoch on the current leader, when it is below the position: a truncation),
    * or -1 when the current log holds everything below the position, or -2 when the leader knows
-   * no epoch at or below the one given (a log that started over). Positions and epochs come as
-   * comma-separated lists in the partitions' order (py4j would box small numbers as Integer).
+   * no epoch at or below the one given (a log that started over). Partitions, positions and
+   * epochs come as {@link PartitionList} strings, in the partitions' order.
    * Asked the way a Kafka consumer validates its position (OffsetsForLeaderEpoch), with
    * {@code consumerProps}' connection settings; the answer comma-separated in the same order.
    */
   public static String divergence(
       Properties consumerProps,
-      List<String> topics,
-      List<Integer> partitions,
+      String partitions,
       String positionList,
       String epochList,
       long timeoutMs) {
-    TopicPartition[] order = partitionsOf(topics, partitions);
-    String[] positions = positionList.split(",");
-    String[] epochs = epochList.split(",");
-    if (positions.length != order.length || epochs.length != order.length) {
-      throw new IllegalArgumentException("positions and epochs differ in length");
-    }
+    TopicPartition[] order = PartitionList.parse(partitions);
+    long[] positions = PartitionList.numbers(positionList, order.length);
+    long[] epochs = PartitionList.numbers(epochList, order.length);
     Properties props = new Properties();
     props.putAll(consumerProps);
     props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -101,8 +96,7 @@ public final class LeaderEpochs {
       for (int i = 0; i < order.length; i++) {
         consumer.seek(
             order[i],
-            new OffsetAndMetadata(
-                Long.parseLong(positions[i]), Optional.of(Integer.parseInt(epochs[i])), ""));
+            new OffsetAndMetadata(positions[i], Optional.of((int) epochs[i]), ""));
       }
       List<TopicPartition> open = new ArrayList<>(List.of(order));
       while (!open.isEmpty()) {
@@ -139,16 +133,5 @@ public final class LeaderEpochs {
       out.append(diverged[i]);
     }
     return out.toString();
-  }
-
-  private static TopicPartition[] partitionsOf(List<String> topics, List<Integer> partitions) {
-    if (topics.size() != partitions.size()) {
-      throw new IllegalArgumentException("topics and partitions differ in length");
-    }
-    TopicPartition[] order = new TopicPartition[topics.size()];
-    for (int i = 0; i < order.length; i++) {
-      order[i] = new TopicPartition(topics.get(i), partitions.get(i));
-    }
-    return order;
   }
 }

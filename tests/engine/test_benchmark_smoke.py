@@ -65,6 +65,25 @@ def test_realtime_settings_are_keys_kafka_mirror_knows() -> None:
         realtime_settings([("mirror.nope", "1")])
 
 
+def test_failover_stall_counts_only_while_the_source_is_ahead() -> None:
+    """The failover mode's stall (``longest_stall``): time the target stood still while the
+    source held records it lacked, from the kill on; a partition the producer left alone is not
+    stalled."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from mirror_bench.failover import longest_stall
+    finally:
+        sys.path.remove(str(BENCH))
+    # kill at 10 s: the source grows all along, the target stands at 10 from 10 s to 15 s
+    samples = [(t / 2, t / 2 if t / 2 < 10 or t / 2 >= 15 else 10, t / 2 + 0.5)
+               for t in range(60)]
+    assert longest_stall(samples, 10.0) == 5.0
+    # nothing to copy: the target equals the source, never stalled
+    assert longest_stall([(float(t), 5, 5) for t in range(20)], 3.0) == 0.0
+    # behind at the kill and never growing: stalled from the kill to the last sample
+    assert longest_stall([(float(t), 1, 5) for t in range(20)], 3.0) == 16.0
+
+
 @pytest.mark.kafka
 @pytest.mark.spark
 @pytest.mark.xdist_group("class-data")  # see test_class_data: one archive build at a time

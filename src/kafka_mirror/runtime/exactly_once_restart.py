@@ -131,15 +131,15 @@ class ExactlyOnceRestart:
         return {**known, **plan.positions}
 
     def warm_readers(self, spark: Any, topic: str) -> None:
-        """A record reader of each cluster opened, made to read partition 0 of ``topic`` (and
-        of its target topic) as a proof does, and closed: what a standby does once, so that
+        """A record reader of each cluster opened, asked for an end offset of ``topic``
+        (partition 0, and its target topic's) and closed: what a standby does once, so that
         the readers of a takeover's proof open on loaded code."""
         flow = self.flow
         for props, name in ((source_reader_properties(flow), topic),
                             (target_reader_properties(flow), flow.target_topic(topic))):
             reader = JvmRecordReader(spark, props)
             try:
-                reader.warm(name)
+                reader.end_offset(name, 0)
             finally:
                 reader.close()
 

@@ -139,6 +139,24 @@ class MirrorProcess:
             size = self.log.stat().st_size
             time.sleep(0.5)  # the dumps' last lines
 
+    def pause(self, timeout: float = 30.0) -> None:
+        """SIGSTOP of the mirror's whole session (its Spark JVM included), returned once every
+        thread of it has stopped. ``kill()`` returns before they have: a process stops when a
+        thread of its own next runs and takes the signal, then its other threads as each next
+        runs; on a loaded machine a JVM's threads went on for tens of milliseconds after it (a
+        source reader fetched records produced after the call and handed them to Spark)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not _all_stopped(_session_processes(self.proc.pid, group=True)):
+            assert time.monotonic() < deadline, "the mirror's threads did not all stop"
+            time.sleep(0.005)
+
+    def resume(self) -> None:
+        """SIGCONT of the mirror's whole session (after :meth:`pause`)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def kill_hard(self) -> None:
         """kill -9 of the mirror and its Spark JVM (the whole session it started)."""
         assert self.proc is not None
@@ -164,15 +182,33 @@ class MirrorProcess:
         return self.output()[-4000:]
 
 
-def _session_jvms(session: int) -> list[int]:
-    """The java processes of a session (the mirror's Spark driver, a class data dump)."""
+def _session_processes(session: int, command: str | None = None, *, group: bool = False
+                       ) -> list[int]:
+    """The processes of a session (named ``command``, when given); ``group``: of the process
+    group ``session`` instead (what :func:`os.killpg` signals)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError):
             fields = stat.read_text().rsplit(")", 1)
-            if fields[0].endswith("(java") and int(fields[1].split()[3]) == session:
+            if (command is None or fields[0].endswith(f"({command}")) and \
+                    int(fields[1].split()[2 if group else 3]) == session:
                 found.append(int(stat.parent.name))
     return found
+
+
+def _session_jvms(session: int) -> list[int]:
+    """The java processes of a session (the mirror's Spark driver, a class data dump)."""
+    return _session_processes(session, "java")
+
+
+def _all_stopped(pids: Iterable[int]) -> bool:
+    """Whether every thread of ``pids`` is stopped (or gone)."""
+    for pid in pids:
+        for stat in Path(f"/proc/{pid}/task").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError):
+                if stat.read_text().rsplit(")", 1)[1].split()[0] not in "TtZX":
+                    return False
+    return True
 
 
 def end_offsets(cluster: LocalKafkaCluster, topic: str) -> dict[int, int]:

@@ -126,13 +126,13 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
         writer.pause()
         wait_for(lambda: on_target() >= writer.sent, 120, "a caught up", a)
         paused_ends = end_offsets(destination_cluster, target)  # a's translation ends here
-        os.killpg(a.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+        a.pause()
         paused = time.monotonic()
         writer.resume()
         wait_for(lambda: TAKEN in b.output(), 60, "b taking the flow over", b)
         zombie_takeover = time.monotonic() - paused
         grows(b, 1_000)
-        os.killpg(a.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
+        a.resume()
         wait_for(lambda: "lease lost" in a.output() or "not held any more" in a.output(), 60,
                  "a finding its lease taken", a)
         grows(b, 2_000)

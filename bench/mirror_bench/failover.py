@@ -50,6 +50,7 @@ from .common import (
     SOURCE_ALIAS,
     MirrorFailed,
 )
+from .rate_producer import RateProducer
 from .report import machine_info
 from .workload import Workload
 
@@ -147,48 +148,36 @@ class Run:
 
 
 class SteadyProducer:
-    """Records at a fixed rate into every partition of a topic, round robin, from a thread; each
-    record's key is its sequence number."""
+    """Records at a fixed rate into every partition of a topic, round robin: the benchmark's
+    fixed-rate producer (:mod:`.rate_producer`, Kafka's Java producer), whose keys are
+    ``key-%010d`` of a running sequence. librdkafka, the producer here until stop 63, sends a
+    ProduceRequest per partition: at 2,000 partitions its requests to the source broker timed
+    out in flight (60 s, 760-829 of them) during the failover, loading the box the takeover was
+    measured on."""
+
+    STREAM = "failover"
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float,
-                 record_size: int) -> None:
-        from confluent_kafka import Producer
-
+                 record_size: int, compression: str, workdir: Path) -> None:
         self.topic, self.partitions, self.rate = topic, partitions, rate
-        self.payload = b"x" * record_size
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                                  "acks": "all", "enable.idempotence": True,
-                                  "compression.type": "lz4"})
-        self.sent = 0
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="steady-producer", daemon=True)
+        self.producer = RateProducer(bootstrap, record_size, compression, workdir)
 
-    def _delivered(self, err: Any, _msg: Any) -> None:
-        if err is not None:
-            self.failed.append(str(err))
-
-    def _loop(self) -> None:
-        began = time.monotonic()
-        while not self._stop.is_set():
-            due = int((time.monotonic() - began) * self.rate)
-            while self.sent < due:
-                self.producer.produce(self.topic, key=b"%d" % self.sent, value=self.payload,
-                                      partition=self.sent % self.partitions,
-                                      on_delivery=self._delivered)
-                self.sent += 1
-            self.producer.poll(0)
-            time.sleep(0.005)
+    @staticmethod
+    def key(i: int) -> bytes:
+        """The key of the ``i``-th record sent."""
+        return b"key-%010d" % i
 
     def start(self) -> None:
-        self._thread.start()
+        self.producer.stream(self.STREAM, self.topic, range(self.partitions), self.rate, 0)
 
     def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        if self.producer.flush(60) or self.failed:
-            raise MirrorFailed(f"records not delivered to the source: {self.failed[:3]}")
-        return self.sent
+        """Ends the stream; the number of records sent, each acknowledged by the source."""
+        self.producer.stop_stream(self.STREAM)
+        return int(self.producer.counts()["sent"]["records"])
+
+    def close(self) -> None:
+        """Ends the producer's JVM (whether or not the stream ran)."""
+        self.producer.stop()
 
 
 class TargetWatch:
@@ -275,7 +264,7 @@ def count_target(cluster: LocalKafkaCluster, topic: str, ends: Mapping[int, int]
 
 def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | None],
                      source: LocalKafkaCluster, destination: LocalKafkaCluster, topic: str,
-                     ns: argparse.Namespace) -> Run:
+                     ns: argparse.Namespace, workdir: Path) -> Run:
     """Start ``nodes`` (the first one writes), wait until ``ready`` says both serve the flow,
     produce for ``ns.duration`` s, kill the first node at ``kill_at``, wait until every record is
     across (or ``ns.timeout``), count."""
@@ -289,9 +278,17 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
     warm = Producer({"bootstrap.servers": source.bootstrap})
     for p in range(partitions):
         warm.produce(topic, key=b"warm", value=b"w", partition=p)
-    warm.flush(30)
+    # every one delivered before anything is measured (at 2,000 partitions, one request each,
+    # some took over 30 s: the producer went on retrying them through the measurement)
+    if left := warm.flush(ns.timeout):
+        raise MirrorFailed(f"{label}: {left} of the {partitions} first records not delivered to "
+                           f"the source in {ns.timeout:.0f} s")
+    del warm
     deadline = time.monotonic() + ns.timeout
     watch = TargetWatch(source, topic, destination, target, partitions).start()
+    # its JVM starts while the nodes do; its stream, once both serve the flow
+    producer = SteadyProducer(source.bootstrap, topic, partitions, ns.failover_rate,
+                              ns.record_size, ns.compression, workdir / f"{topic}-producer")
     try:
         nodes[0].launch()
         while watch.total() < partitions:
@@ -304,8 +301,6 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
             if time.monotonic() > deadline:
                 raise MirrorFailed(f"{label}: not ready in {ns.timeout:.0f} s: {why}")
             time.sleep(0.5)
-        producer = SteadyProducer(source.bootstrap, topic, partitions, ns.failover_rate,
-                                  ns.record_size)
         kill_at = ns.failover_kill_at if ns.failover_kill_at is not None else ns.duration / 2
         began = time.monotonic()
         producer.start()
@@ -330,11 +325,12 @@ def measure_failover(label: str, nodes: list[Node], ready: Callable[[], str | No
         across = next((at for at, ends, _ in watch.samples if complete(ends)), None)
         time.sleep(3)  # late copies, if any, land before the count
     finally:
+        producer.close()
         watch.stop()
     final = watch.samples[-1][1] if watch.samples else {}
     counts = count_target(destination, target, final)
     counts.pop(b"warm", None)
-    run.lost = sum(1 for i in range(run.sent) if counts.get(b"%d" % i, 0) == 0)
+    run.lost = sum(1 for i in range(run.sent) if counts.get(SteadyProducer.key(i), 0) == 0)
     run.duplicates = sum(n - 1 for n in counts.values() if n > 1)
     # stalls count only while the source held records the target lacked
     run.target_stall_s = round(longest_stall(
@@ -443,7 +439,8 @@ def run_failover(ns: argparse.Namespace, command: str) -> dict[str, Any]:
                 return f"{nodes[1].name} logged no {marker!r}"
 
             try:
-                run = measure_failover(label, nodes, ready, source, destinations[kind], topic, ns)
+                run = measure_failover(label, nodes, ready, source, destinations[kind], topic, ns,
+                                       workdir)
             finally:
                 for node in nodes:
                     with contextlib.suppress(Exception):

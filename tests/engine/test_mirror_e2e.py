@@ -146,8 +146,11 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
         code, seconds = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
         assert seconds < 30
-        # a clean stop after a run of a minute or more: nothing an operator alerts on
+        # a clean stop after a run of a minute or more: nothing an operator alerts on, and not
+        # Spark's WARN that the stopped query's job group had no job to cancel
         assert not alarms(mirror.output()), "\n".join(alarms(mirror.output())[:40])
+        stopping = mirror.output().split("kafka_mirror.runtime.mirror: stopping\n", 1)[-1]
+        assert "WARN DAGScheduler" not in stopping, stopping[-3000:]
     finally:
         mirror.cleanup()
 

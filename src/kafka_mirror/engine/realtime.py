@@ -38,21 +38,12 @@ from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten, PartitionCopy
 from kafka_mirror.engine.batches import BatchCommitted
 from kafka_mirror.engine.positions import Positions
+from kafka_mirror.engine.quiet_stop import REALTIME_STOP_NOISE, stop_quietly
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.state.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
 
-# What Spark logs (errors with stack traces) when a stop interrupts a real-time batch's tasks,
-# which wait in the source's poll: the deliberate stop silences them for a few seconds.
-_STOP_NOISE = (
-    "org.apache.spark.util.Utils",
-    "org.apache.spark.scheduler.TaskSetManager",
-    "org.apache.spark.scheduler.DAGScheduler",
-    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
-    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
-)
-_STOP_NOISE_SECONDS = 5.0
 
 
 def new_run_key(flow: FlowSpec) -> str:
@@ -199,29 +190,7 @@ class RealTimeWriter:
 
     def stop_quietly(self, query: Any) -> None:
         """Stops the query; the interrupted tasks' errors are not logged (they are expected)."""
-        jvm = self._jvm
-        if jvm is None:
-            query.stop()
-            return
-        log4j = jvm.org.apache.logging.log4j
-        configurator = log4j.core.config.Configurator
-        levels = {}
-        try:
-            for name in _STOP_NOISE:
-                levels[name] = log4j.LogManager.getLogger(name).getLevel()
-                configurator.setLevel(name, log4j.Level.OFF)
-        except Exception as exc:
-            log.debug("Spark's stop messages not silenced (%s)", exc)
-        try:
-            query.stop()
-        finally:
-            def restore() -> None:
-                with contextlib.suppress(Exception):
-                    for name, level in levels.items():
-                        configurator.setLevel(name, level)
-            timer = threading.Timer(_STOP_NOISE_SECONDS, restore)
-            timer.daemon = True
-            timer.start()
+        stop_quietly(self._jvm, query, REALTIME_STOP_NOISE)
 
     def forget(self) -> None:
         """The run's query stopped: its producer's ranges are drained, then dropped."""

@@ -41,6 +41,7 @@ from kafka_mirror.engine.positions import (
     starting_offsets,
 )
 from kafka_mirror.engine.py4j_connections import close_idle_callback_connections
+from kafka_mirror.engine.quiet_stop import MICRO_BATCH_STOP_NOISE, stop_quietly
 from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, realtime_groups
 from kafka_mirror.engine.write_gate import WriteGate
 from kafka_mirror.errors import MirrorError
@@ -731,7 +732,9 @@ class FlowRunner:
             if not query.status.get("isTriggerActive", False):
                 break
             time.sleep(0.05)
-        query.stop()
+        from pyspark import SparkContext
+
+        stop_quietly(SparkContext._jvm, query, MICRO_BATCH_STOP_NOISE)
         self._close_callback_connections()
 
     def _close_callback_connections(self) -> None:

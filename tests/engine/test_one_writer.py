@@ -24,9 +24,7 @@ the flow's members: b, killed, is lost; a, stopped cleanly, is gone.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import socket
 import time
 from pathlib import Path
@@ -193,7 +191,7 @@ def test_one_instance_writes_a_flow_and_another_takes_over(
         writer.stop()
         for mirror in mirrors:
             if mirror.proc is not None and mirror.proc.poll() is None:
-                os.killpg(mirror.proc.pid, signal.SIGCONT)
+                mirror.resume()
             mirror.cleanup()
     duplicates = compare(source_cluster, topic, destination_cluster, total)
     assert_no_duplicates(duplicates, *(m.output() for m in mirrors))

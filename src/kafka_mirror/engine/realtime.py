@@ -45,7 +45,6 @@ from kafka_mirror.state.offset_ranges import CopiedRange
 log = logging.getLogger(__name__)
 
 
-
 def new_run_key(flow: FlowSpec) -> str:
     """The interceptor's key for one query run of ``flow`` (a producer of its own)."""
     return f"{flow.path_name}:{uuid.uuid4().hex}"

@@ -10,32 +10,101 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 DIRECTORY = Path.home() / ".cache" / "kafka-mirror" / "bench-class-data"
 
-# A driver JVM that loads what a mirror's driver loads from Spark's own jars (session, SQL,
-# streaming, codegen), then builds the archive unless the one there was mapped.
-_PRIME = textwrap.dedent("""
+# A driver JVM that loads what a mirror's driver loads (session, SQL, streaming, codegen, and the
+# data path: kafka-mirror's source, Kafka's clients, Spark's Kafka sink, the interceptor), then
+# builds the archive unless the one there was mapped.
+_PRIME = textwrap.dedent(f"""
     import sys
     from pathlib import Path
+    sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+    from mirror_bench.class_data import prime_here
+    print(prime_here(Path(sys.argv[1])))
+""")
+
+
+def prime_here(directory: Path) -> str:
+    """In this process (the one :func:`prime` starts): "mapped" when the driver JVM maps the
+    archive in ``directory``, else "built" or "failed" after a streaming query and one batch of
+    the mirror's own data path have loaded their classes."""
+    import tempfile
+
     from kafka_mirror.engine.class_data import ClassData, RunningJvm
     from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
-    data = ClassData(Path(sys.argv[1]))
+
+    data = ClassData(directory)
     spark = build_session(data.spark_conf(spark_conf({}, {}, connector_jars(None))))
-    jvm = RunningJvm.of(spark)
-    if data.used_archive and jvm.sharing and data.matches(jvm):
-        print("mapped")
-    else:
+    try:
+        jvm = RunningJvm.of(spark)
+        if data.used_archive and jvm.sharing and data.matches(jvm):
+            return "mapped"
         query = (spark.readStream.format("rate").option("rowsPerSecond", 1000).load()
                  .selectExpr("CAST(value AS STRING) AS value", "timestamp")
                  .writeStream.format("noop").trigger(processingTime="500 milliseconds").start())
         query.processAllAvailable()
         query.awaitTermination(3)
         query.stop()
-        print("built" if data.dump(jvm) else "failed")
-    data.stop()
-    spark.stop()
-""")
+        with tempfile.TemporaryDirectory(prefix="kafka-mirror-class-data-") as work:
+            _mirror_a_batch(spark, Path(work))
+        return "built" if data.dump(jvm) else "failed"
+    finally:
+        data.stop()
+        spark.stop()
+
+
+def _mirror_a_batch(spark: Any, work: Path) -> None:
+    """One micro-batch of a flow's own frame (kafka_mirror.engine.flow_query) written through
+    Spark's Kafka sink with the flow's sink options (the interceptor, latency on), from and to a
+    throw-away broker, with the Java Admin client calls around a batch (end offsets, leader
+    epochs)."""
+    from confluent_kafka import Producer
+
+    from kafka_mirror.config.mm2 import mm2_from_text
+    from kafka_mirror.engine.flow_query import mirror_frame
+    from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
+    from kafka_mirror.engine.leader_epochs import JvmLeaderEpochs
+    from kafka_mirror.kafka.clients import spark_sink_options
+    from kafka_mirror_testing.localcluster import LocalKafkaCluster
+
+    broker = LocalKafkaCluster("class-data", work, heap="256m").start()
+    try:
+        for topic in ("prime", "a.prime"):
+            broker.create_topic(topic, partitions=2)
+        producer = Producer(broker.client_config())
+        for i in range(100):
+            producer.produce("prime", key=b"k%d" % i, value=b"v" * 100, partition=i % 2,
+                             headers=[("h", b"v")])
+        if producer.flush(30):
+            raise RuntimeError("the class data prime's records were not delivered")
+        flow = mm2_from_text(
+            f"clusters = a, b\na.bootstrap.servers = {broker.bootstrap}\n"
+            f"b.bootstrap.servers = {broker.bootstrap}\na->b.enabled = true\n"
+            "a->b.topics = prime\nreplication.factor = 1\n", "class data prime").flows[0]
+        frame = mirror_frame(spark, flow, {"prime": 2}, "earliest", with_latency=True)
+        options = spark.sparkContext._jvm.java.util.HashMap(
+            spark_sink_options(flow, latency=True, partitions=2))
+
+        def write(batch: Any, _batch_id: int) -> None:
+            batch._jdf.write().format("kafka").options(options).save()
+
+        query = (frame.writeStream.foreachBatch(write)
+                 .option("checkpointLocation", str(work / "checkpoint")).start())
+        query.processAllAvailable()
+        query.stop()
+        admin = {"bootstrap.servers": broker.bootstrap}
+        partitions = [("a.prime", 0), ("a.prime", 1)]
+        ends, epochs = JvmEndOffsets(spark, admin), JvmLeaderEpochs(spark, admin)
+        try:
+            ends.end_offsets(partitions)
+            epochs.latest(partitions)
+        finally:
+            ends.close()
+            epochs.close()
+    finally:
+        broker.stop()
 
 
 # The build at the caller's priority: kafka_mirror.engine.class_data builds at the lowest, right

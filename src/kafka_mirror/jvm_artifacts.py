@@ -89,7 +89,8 @@ def kafka_classpath() -> str:
 
 
 def spark_connector_jars() -> list[Path]:
-    """Jars to add to Spark (``spark.jars``) for the Kafka source/sink and the interceptor."""
+    """The jars Spark needs for the Kafka source/sink and the interceptor (``spark.jars``, or the
+    driver's class path in local mode: :func:`kafka_mirror.engine.session.spark_conf`)."""
     return _jars(spark_connector_lib(), "Spark Kafka connector jars")
 
 

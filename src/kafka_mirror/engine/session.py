@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Mapping
@@ -69,6 +70,16 @@ def realtime_master(conf: Mapping[str, str]) -> dict[str, str]:
 LOCAL_MODE_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
+DRIVER_CLASS_PATH = "spark.driver.extraClassPath"
+_LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")
+
+
+def _in_driver_jvm(master: str) -> bool:
+    """Local mode (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``): tasks run in the
+    driver's JVM (``local-cluster`` has executors of their own)."""
+    return _LOCAL_MASTER.fullmatch(master.strip()) is not None
+
+
 # Brings the per-topic replication latency executors record to the driver (jvm/interceptor).
 LATENCY_PLUGIN = "io.kafkamirror.LatencyPlugin"
 
@@ -89,8 +100,15 @@ def spark_conf(
             # executor's download of the connector jars, and the session does not start
             del local["spark.driver.bindAddress"]
         conf = local | conf
-    extra = conf.get("spark.jars", "")
-    conf["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
+    if _in_driver_jvm(conf["spark.master"]):
+        # the tasks run in the driver's JVM: the jars go on its class path, where class data
+        # sharing maps their classes too, rather than copied for an executor's class loader
+        extra = conf.get(DRIVER_CLASS_PATH, "")
+        conf[DRIVER_CLASS_PATH] = os.pathsep.join(
+            [str(j) for j in jars] + ([extra] if extra else []))
+    else:
+        extra = conf.get("spark.jars", "")
+        conf["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
     if latency_plugin:
         plugins = [p.strip() for p in conf.get("spark.plugins", "").split(",") if p.strip()]
         if LATENCY_PLUGIN not in plugins:

@@ -1,6 +1,12 @@
-"""The Spark session's conf (``spark_conf``): where a local-mode driver binds."""
+"""The Spark session's conf (``spark_conf``): where a local-mode driver binds, and where the
+connector jars go."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
 
 from kafka_mirror.engine.session import spark_conf
 
@@ -28,3 +34,31 @@ def test_an_explicit_bind_address_is_kept() -> None:
 def test_a_cluster_driver_gets_no_loopback_address() -> None:
     conf = spark_conf({}, {"spark.master": "spark://10.77.0.31:7077"}, [])
     assert "spark.driver.host" not in conf and "spark.driver.bindAddress" not in conf
+
+
+JARS = [Path("/opt/lib/kafka-clients.jar"), Path("/opt/lib/spark-sql-kafka.jar")]
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4,3]"])
+def test_local_mode_puts_the_jars_on_the_driver_class_path(master: str) -> None:
+    # the tasks run in the driver's JVM: its class path (which class data sharing maps) holds
+    # them, and no executor copies them
+    conf = spark_conf({}, {"spark.master": master}, JARS)
+    assert conf["spark.driver.extraClassPath"] == os.pathsep.join(str(j) for j in JARS)
+    assert "spark.jars" not in conf
+
+
+def test_the_users_own_class_path_and_jars_are_kept_in_local_mode() -> None:
+    conf = spark_conf({"spark.driver.extraClassPath": "/site/policy.jar",
+                       "spark.jars": "/site/udf.jar"}, {"spark.master": "local[2]"}, JARS)
+    assert conf["spark.driver.extraClassPath"].split(os.pathsep) == [
+        *(str(j) for j in JARS), "/site/policy.jar"]
+    assert conf["spark.jars"] == "/site/udf.jar"
+
+
+@pytest.mark.parametrize("master", ["spark://10.77.0.31:7077", "local-cluster[1,1,1024]",
+                                    "yarn", "k8s://https://10.77.0.1:6443"])
+def test_executors_of_their_own_get_the_jars_through_spark(master: str) -> None:
+    conf = spark_conf({"spark.jars": "/site/udf.jar"}, {"spark.master": master}, JARS)
+    assert conf["spark.jars"].split(",") == [*(str(j) for j in JARS), "/site/udf.jar"]
+    assert "spark.driver.extraClassPath" not in conf

@@ -159,14 +159,15 @@ class Mirror:
                                 with_latency=self.config.metrics is not None)
             teardown.flow_state.add(f"{flow.name} offset translation", runner.save_ranges)
             if runner.offset_syncs is not None:
-                teardown.flow_state.add(f"{flow.name} offset syncs", runner.offset_syncs.close)
+                teardown.flow_state.add_waiting(f"{flow.name} offset syncs",
+                                        runner.offset_syncs.close)
             teardown.flow_state.add(f"{flow.name} target offsets",
                                     partial(_close_target_offsets, runner))
             teardown.flow_state.add(f"{flow.name} source leader epochs", runner.close_unclean)
             # once the query stopped: its last positions in Kafka, then the lease (a standby
             # takes the flow over from there at once)
             if runner.kept is not None:
-                teardown.handover.add(f"{flow.name} kept positions", runner.kept.close)
+                teardown.handover.add_waiting(f"{flow.name} kept positions", runner.kept.close)
             if runner.lease is not None:
                 teardown.handover.add(f"{flow.name} lease", runner.lease.release)
             runners[flow.path_name] = runner
@@ -193,7 +194,7 @@ class Mirror:
         """Progress (batches, real-time drains) to the progress log, lag commits and metrics."""
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0)
-        teardown.lag.add("lag commits", lag_flush.stop)
+        teardown.lag.add_waiting("lag commits", lag_flush.stop)
         teardown.lag.add("lag committer", lag.close)
         lag_flush.start()
         hooks: list[BatchHook] = [ProgressReporter(), lag, self.metrics]

@@ -6,7 +6,9 @@ Cannot find active jobs for it``), twice at each clean stop. A real-time batch's
 the source's poll, and the interrupt makes Spark log errors with stack traces. Operators alert on
 both, and neither is a fault. :func:`stop_quietly` turns Spark's loggers that write them off
 while the query stops, and back to their levels a few seconds later (they write from Spark's
-own threads, after ``stop()`` returned).
+own threads, after ``stop()`` returned). Stops whose windows overlap (a query restarted, then
+the process stopped within seconds) hold a logger off together: it goes back to the level it had
+before the first once the last window ends.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ REALTIME_STOP_NOISE = (
 )
 STOP_NOISE_SECONDS = 5.0
 
+# per JVM and logger: how many stops hold it off, and its level before the first of them
+_held: dict[tuple[int, str], tuple[int, Any]] = {}
+_held_lock = threading.Lock()
+
 
 def stop_quietly(jvm: Any, query: Any, loggers: Iterable[str],
                  seconds: float = STOP_NOISE_SECONDS,
@@ -41,24 +47,36 @@ def stop_quietly(jvm: Any, query: Any, loggers: Iterable[str],
     if jvm is None:
         query.stop()
         return
-    levels: dict[str, Any] = {}
+    held: list[tuple[int, str]] = []
     configurator = None
     try:
         log4j = jvm.org.apache.logging.log4j
         configurator = log4j.core.config.Configurator
-        for name in loggers:
-            levels[name] = log4j.LogManager.getLogger(name).getLevel()
-            configurator.setLevel(name, log4j.Level.OFF)
+        with _held_lock:
+            for name in loggers:
+                key = (id(jvm), name)
+                count, level = _held.get(key, (0, None))
+                if count == 0:  # the first stop to hold it keeps the level to go back to
+                    level = log4j.LogManager.getLogger(name).getLevel()
+                    configurator.setLevel(name, log4j.Level.OFF)
+                _held[key] = (count + 1, level)
+                held.append(key)
     except Exception as exc:
         log.debug("Spark's stop messages not silenced (%s)", exc)
     try:
         query.stop()
     finally:
-        if configurator is not None and levels:
+        if configurator is not None and held:
             def restore() -> None:
-                with contextlib.suppress(Exception):
-                    for name, level in levels.items():
-                        configurator.setLevel(name, level)
+                with _held_lock:
+                    for key in held:
+                        count, level = _held[key]
+                        if count > 1:
+                            _held[key] = (count - 1, level)
+                            continue
+                        del _held[key]
+                        with contextlib.suppress(Exception):
+                            configurator.setLevel(key[1], level)
 
             (later or _timer)(seconds, restore)
 

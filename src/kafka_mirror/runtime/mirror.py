@@ -36,7 +36,7 @@ from kafka_mirror.observability.server import (
 )
 from kafka_mirror.runtime.control_plane import ControlPlane
 from kafka_mirror.runtime.failures import first_line
-from kafka_mirror.runtime.flow import STOP_GRACE_SECONDS, FlowRunner
+from kafka_mirror.runtime.flow import FlowRunner
 from kafka_mirror.runtime.flow_workers import FlowWorker, FlowWorkers
 from kafka_mirror.runtime.listener import Listener, spark_listener
 from kafka_mirror.runtime.periodic import Periodic
@@ -186,7 +186,9 @@ class Mirror:
                 runner.closing = True
                 runner.begin_stop()
         teardown.flows.add("flows", begin)
-        teardown.flows.add("flow upkeep", partial(workers.close, 2 * STOP_GRACE_SECONDS))
+        # an upkeep under way may wait on a cluster (its metadata, the lease): within the
+        # stop's budget, which was its own bound of 2 x the grace
+        teardown.flows.add_waiting("flow upkeep", workers.close)
         for runner in runners.values():
             teardown.flows.add(f"flow {runner.flow.name}", runner.stop)
 

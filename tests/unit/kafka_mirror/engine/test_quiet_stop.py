@@ -58,6 +58,25 @@ def test_loggers_off_while_the_query_stops_then_restored_later() -> None:
     assert log4j.levels == {"org.apache.spark.scheduler.DAGScheduler": "WARN", "other": "INFO"}
 
 
+def test_overlapping_stops_hold_the_loggers_off_until_the_last_window_ends() -> None:
+    # a query restarted (topics changed), then the process stopped within the first window:
+    # the first restore must not let the second stop's messages through, nor may the second
+    # restore leave the logger off for good (it saw OFF when it began)
+    log4j = FakeLog4j({"org.apache.spark.scheduler.DAGScheduler": "WARN"})
+    scheduled: list[Callable[[], None]] = []
+    first, second = Query(log4j), Query(log4j)
+    for query in (first, second):
+        stop_quietly(log4j.jvm, query, MICRO_BATCH_STOP_NOISE,
+                     later=lambda _seconds, action: scheduled.append(action))
+    assert first.levels_at_stop == second.levels_at_stop == {
+        "org.apache.spark.scheduler.DAGScheduler": OFF}
+    restore_first, restore_second = scheduled
+    restore_first()
+    assert log4j.levels["org.apache.spark.scheduler.DAGScheduler"] == OFF
+    restore_second()
+    assert log4j.levels["org.apache.spark.scheduler.DAGScheduler"] == "WARN"
+
+
 def test_levels_restored_when_the_stop_fails() -> None:
     log4j = FakeLog4j({"org.apache.spark.scheduler.DAGScheduler": "WARN"})
     scheduled: list[Callable[[], None]] = []

@@ -49,4 +49,5 @@ def test_a_clean_stop_with_both_clusters_gone_ends_within_the_stop_budget(tmp_pa
     assert seconds < STOP_BOUND_SECONDS, output[-4000:]
     stop = output[output.index("stopping"):]
     assert not alarms(stop), alarms(stop)[:10]
-    assert stop.rstrip().splitlines()[-1].endswith("stopped")
+    # the mirror's last line (its Spark JVM, exiting after it, may still log a client's WARN)
+    assert "kafka_mirror.runtime.mirror: stopped" in stop, stop[-3000:]

@@ -24,7 +24,6 @@ from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.internal_topics import (
-    CLOSE_TIMEOUT,
     InternalRecord,
     InternalTopicError,
     InternalTopicReader,
@@ -120,5 +119,5 @@ class OffsetSyncWriter:
         if self.written is not None:
             self.written()
 
-    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
-        self.writer.close(timeout)
+    def close(self) -> None:
+        self.writer.close()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.internal_topics import InternalTopicWriter
+from kafka_mirror.kafka.internal_topics import CLOSE_TIMEOUT, InternalTopicWriter
 from kafka_mirror.mm2.records import Checkpoint
 from kafka_mirror.state.offset_ranges import OffsetRanges
 
@@ -185,5 +185,5 @@ class GroupCheckpointer:
                   len(outcome.skipped_active))
         return outcome
 
-    def close(self) -> None:
-        self.writer.close()
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        self.writer.close(timeout)

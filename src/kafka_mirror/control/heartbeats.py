@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from kafka_mirror.config.model import HeartbeatSpec
 from kafka_mirror.kafka.admin import ClusterAdmin
-from kafka_mirror.kafka.internal_topics import InternalTopicWriter, on_delivery
+from kafka_mirror.kafka.internal_topics import CLOSE_TIMEOUT, InternalTopicWriter, on_delivery
 from kafka_mirror.mm2.records import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -48,5 +48,5 @@ class HeartbeatEmitter:
                          delivered=on_delivery(delivered))
         self.writer.poll()
 
-    def close(self) -> None:
-        self.writer.close()
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        self.writer.close(timeout)

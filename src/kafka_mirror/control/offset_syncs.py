@@ -24,6 +24,7 @@ from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.internal_topics import (
+    CLOSE_TIMEOUT,
     InternalRecord,
     InternalTopicError,
     InternalTopicReader,
@@ -119,5 +120,5 @@ class OffsetSyncWriter:
         if self.written is not None:
             self.written()
 
-    def close(self) -> None:
-        self.writer.close()
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        self.writer.close(timeout)

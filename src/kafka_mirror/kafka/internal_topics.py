@@ -331,11 +331,12 @@ class InternalTopicWriter:
         self.producer.poll(0)
 
     def write(
-        self, records: Iterable[tuple[bytes | None, bytes | None]], partition: int | None = None
+        self, records: Iterable[tuple[bytes | None, bytes | None]], partition: int | None = None,
+        timeout: float | None = None,
     ) -> int:
-        """Send ``(key, value)`` records and wait until the cluster has every one; returns how
-        many were written. Raises :class:`InternalTopicError` when any is not delivered or the
-        flush times out."""
+        """Send ``(key, value)`` records and wait until the cluster has every one (at most
+        ``timeout`` seconds, the writer's own by default); returns how many were written.
+        Raises :class:`InternalTopicError` when any is not delivered or the flush times out."""
         report = DeliveryReport()
         count = 0
         for key, value in records:
@@ -343,15 +344,16 @@ class InternalTopicWriter:
             count += 1
         if not count:
             return 0
-        undelivered = self.producer.flush(self.timeout)
-        reason = report.reason(undelivered, self.timeout)
+        wait = self.timeout if timeout is None else timeout
+        undelivered = self.producer.flush(wait)
+        reason = report.reason(undelivered, wait)
         if reason is not None:
             raise self._error(reason)
         return count
 
-    def close(self) -> None:
-        """Let queued records reach the cluster (at most :data:`CLOSE_TIMEOUT` seconds)."""
-        self.producer.flush(CLOSE_TIMEOUT)
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Let queued records reach the cluster (at most ``timeout`` seconds)."""
+        self.producer.flush(min(timeout, CLOSE_TIMEOUT))
 
 
 def _reason(exc: KafkaException) -> str:

@@ -41,7 +41,7 @@ class ControlPlane:
             self.metrics.register_heartbeats(spec)
             emitter = HeartbeatEmitter(spec, self.admins,
                                        partial(self.metrics.heartbeat_delivered, spec))
-            self.teardown.emitters.add(f"{spec.name} heartbeats", emitter.close)
+            self.teardown.emitters.add_waiting(f"{spec.name} heartbeats", emitter.close)
             emitter.start()
             # the pair's flows in this process: heartbeats come from the instance that writes
             # one of them (a standby's would double the stream), from every instance otherwise
@@ -63,7 +63,7 @@ class ControlPlane:
     def _task(self, name: str, interval: float, action: Callable[[], object],
               first_delay: float = 0.0) -> None:
         task = Periodic(name, interval, action, first_delay)
-        self.teardown.tasks.add(name, task.stop)
+        self.teardown.tasks.add_waiting(name, task.stop)
         self.tasks.append(task)
 
     def _flow(self, runner: FlowRunner) -> None:
@@ -73,7 +73,8 @@ class ControlPlane:
         if syncs.emit_checkpoints:
             checkpointer = GroupCheckpointer(flow, runner.source, runner.target, runner.ranges)
             self.checkpointers.append((checkpointer, runner))
-            self.teardown.checkpointers.add(f"{flow.name} checkpoints", checkpointer.close)
+            self.teardown.checkpointers.add_waiting(f"{flow.name} checkpoints",
+                                                   checkpointer.close)
             checkpointer.start()
             self._task(f"{flow.name} checkpoints", syncs.checkpoints_interval,
                        _when_translating(runner, self._checkpoint_round(checkpointer)),

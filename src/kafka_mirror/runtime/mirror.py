@@ -36,7 +36,7 @@ from kafka_mirror.observability.server import (
 )
 from kafka_mirror.runtime.control_plane import ControlPlane
 from kafka_mirror.runtime.failures import first_line
-from kafka_mirror.runtime.flow import STOP_GRACE_SECONDS, FlowRunner
+from kafka_mirror.runtime.flow import FlowRunner
 from kafka_mirror.runtime.flow_workers import FlowWorker, FlowWorkers
 from kafka_mirror.runtime.listener import Listener, spark_listener
 from kafka_mirror.runtime.periodic import Periodic
@@ -159,14 +159,15 @@ class Mirror:
                                 with_latency=self.config.metrics is not None)
             teardown.flow_state.add(f"{flow.name} offset translation", runner.save_ranges)
             if runner.offset_syncs is not None:
-                teardown.flow_state.add(f"{flow.name} offset syncs", runner.offset_syncs.close)
+                teardown.flow_state.add_waiting(f"{flow.name} offset syncs",
+                                        runner.offset_syncs.close)
             teardown.flow_state.add(f"{flow.name} target offsets",
                                     partial(_close_target_offsets, runner))
             teardown.flow_state.add(f"{flow.name} source leader epochs", runner.close_unclean)
             # once the query stopped: its last positions in Kafka, then the lease (a standby
             # takes the flow over from there at once)
             if runner.kept is not None:
-                teardown.handover.add(f"{flow.name} kept positions", runner.kept.close)
+                teardown.handover.add_waiting(f"{flow.name} kept positions", runner.kept.close)
             if runner.lease is not None:
                 teardown.handover.add(f"{flow.name} lease", runner.lease.release)
             runners[flow.path_name] = runner
@@ -185,7 +186,9 @@ class Mirror:
                 runner.closing = True
                 runner.begin_stop()
         teardown.flows.add("flows", begin)
-        teardown.flows.add("flow upkeep", partial(workers.close, 2 * STOP_GRACE_SECONDS))
+        # an upkeep under way may wait on a cluster (its metadata, the lease): within the
+        # stop's budget, which was its own bound of 2 x the grace
+        teardown.flows.add_waiting("flow upkeep", workers.close)
         for runner in runners.values():
             teardown.flows.add(f"flow {runner.flow.name}", runner.stop)
 
@@ -194,7 +197,7 @@ class Mirror:
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0)
         teardown.lag.add("lag commits", lag_flush.stop)
-        teardown.lag.add("lag committer", lag.close)
+        teardown.lag.add_waiting("lag committer", lag.close)
         lag_flush.start()
         hooks: list[BatchHook] = [ProgressReporter(), lag, self.metrics]
         self.metrics.read_topic_latency(partial(topic_latency_text, spark))

@@ -107,7 +107,7 @@ class KeptPositions:
         with self._lock:
             return self._write_pending() if self._pending else 0
 
-    def _write_pending(self) -> int:
+    def _write_pending(self, timeout: float | None = None) -> int:
         pending = dict(self._pending)
         records = [
             (mm2_source_key(self.source_alias, topic, partition),
@@ -116,7 +116,7 @@ class KeptPositions:
             if position > 0
         ]
         writer = self._open()
-        writer.write(records)
+        writer.write(records, timeout=timeout)
         self._last_write = self._clock()
         for key, value in pending.items():
             if self._pending.get(key) == value:
@@ -152,18 +152,21 @@ class KeptPositions:
                 found[(topic, partition)] = KeptPosition(*value)
         return found
 
-    def close(self) -> None:
-        """Write what is pending (best effort: a stop goes on) and close the producer."""
+    def close(self, timeout: float | None = None) -> None:
+        """Write what is pending (best effort, at most ``timeout`` seconds, the positions'
+        own timeout by default: a stop goes on) and close the producer."""
+        wait = self.timeout if timeout is None else min(timeout, self.timeout)
+        deadline = self._clock() + wait
         with self._lock:
             writer = self._writer
             try:
                 if self._pending:
-                    self._write_pending()
+                    self._write_pending(wait)
             except Exception as exc:  # the next start proves from the last pair written
                 log.warning("%s: the newest positions were not kept in %s on cluster '%s' at "
                             "the stop (%s)", self.source_alias, self.topic, self.target.alias,
                             exc)
             self._writer = None
-        if writer is not None:
-            writer.close()
+        if writer is not None:  # what is left of the wait (a write that failed spent it)
+            writer.close(max(0.0, deadline - self._clock()))
 

@@ -20,7 +20,7 @@ from kafka_mirror.config.model import FlowSpec, HeartbeatSpec
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.observability.null_metrics import Metrics
 from kafka_mirror.runtime.mirror import Mirror
-from kafka_mirror.runtime.teardown import Teardown
+from kafka_mirror.runtime.teardown import STOP_BUDGET_SECONDS, StopBudget, Teardown
 
 CONFIG = """clusters = A, B
 A.bootstrap.servers = 127.0.0.1:1
@@ -64,6 +64,45 @@ def test_a_failure_to_close_is_a_warning_and_the_rest_close(
     assert record.exc_info is None  # no stack trace
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_closers_that_wait_on_a_cluster_share_one_budget() -> None:
+    # both clusters gone: each closer would wait its own timeout in turn (91 s in all, measured)
+    clock = Clock()
+    given: list[tuple[str, float]] = []
+
+    def waits(what: str, seconds: float, timeout: float) -> None:
+        given.append((what, timeout))
+        clock.now += min(seconds, timeout)
+
+    with ExitStack() as stack:
+        teardown = Teardown.on(stack, StopBudget(30.0, clock))
+        teardown.flows.add("flow", lambda: waits("flow", 5.0, 99.0))  # its own grace, not counted
+        teardown.handover.add_waiting("kept positions", partial(waits, "kept positions", 25.0))
+        teardown.emitters.add_waiting("A heartbeats", partial(waits, "A heartbeats", 10.0))
+        teardown.emitters.add_waiting("B heartbeats", partial(waits, "B heartbeats", 10.0))
+        teardown.lag.add_waiting("lag commits", partial(waits, "lag commits", 10.0))
+    assert given == [("flow", 99.0), ("kept positions", 30.0), ("A heartbeats", 5.0),
+                     ("B heartbeats", 0.0), ("lag commits", 0.0)]
+    assert clock.now == 100.0 + 5.0 + 30.0
+
+
+def test_a_quick_stop_leaves_every_closer_the_whole_budget_but_what_was_spent() -> None:
+    clock = Clock()
+    given: list[float] = []
+    with ExitStack() as stack:
+        teardown = Teardown.on(stack, StopBudget(30.0, clock))
+        for name in ("kept positions", "heartbeats", "checkpoints"):
+            teardown.tasks.add_waiting(name, given.append)
+    assert given == [30.0, 30.0, 30.0]
+
+
 class Log:
     """What the fakes did, in order."""
 
@@ -104,7 +143,8 @@ class FakeOffsetSyncs:
     def __init__(self, log: Log, name: str) -> None:
         self.log, self.name = log, name
 
-    def close(self) -> None:
+    def close(self, timeout: float) -> None:
+        assert 0 < timeout <= STOP_BUDGET_SECONDS  # the stop's budget, nearly all of it left
         self.log(f"{self.name} offset syncs closed")
 
 

@@ -23,20 +23,23 @@ class FakeWriter:
         self.written = written
         self.fail = fail
         self.ensured: list[tuple[int, int]] = []
+        self.waits: list[tuple[str, float | None]] = []
 
     def ensure_topic(self, admin: Any, replication_factor: int, partitions: int) -> int:
         self.ensured.append((replication_factor, partitions))
         return partitions
 
-    def write(self, records: list[tuple[bytes | None, bytes | None]]) -> int:
+    def write(self, records: list[tuple[bytes | None, bytes | None]],
+              timeout: float | None = None) -> int:
+        self.waits.append(("write", timeout))
         if self.fail and self.fail.pop(0):
             raise InternalTopicError("positions not kept in", TOPIC, "B", "1 record(s) not "
                                      "acknowledged within 30s")
         self.written.append(list(records))
         return len(records)
 
-    def close(self) -> None:
-        pass
+    def close(self, timeout: float = 10.0) -> None:
+        self.waits.append(("close", timeout))
 
 
 class FakeReader:
@@ -112,6 +115,37 @@ def test_a_stop_writes_what_is_pending() -> None:
     kept.keep({("t", 0): (11, 111)}, {})
     kept.close()
     assert [json.loads(v or b"")["offset"] for _, v in written[-1]] == [10]
+
+
+def test_a_stop_waits_at_most_what_the_stop_has_left() -> None:
+    # the teardown's budget (kafka_mirror.runtime.teardown.StopBudget) bounds the last write and
+    # the close; without one, the positions' own timeout
+    for given, waited in ((2.5, 2.5), (None, 30.0), (99.0, 30.0)):
+        kept = _kept([], Clock())
+        kept.keep({("t", 0): (10, 110)}, {})  # written at once, with the positions' timeout
+        kept.keep({("t", 0): (11, 111)}, {})  # pending: within the interval
+        writer = kept._open()
+        assert isinstance(writer, FakeWriter)
+        kept.close(given)
+        assert writer.waits == [("write", None), ("write", waited), ("close", waited)]
+
+
+def test_the_close_after_a_failed_last_write_gets_what_the_write_left() -> None:
+    # both clusters gone: the write spends the wait, the producer's close must not wait it again
+    clock = Clock()
+    kept = _kept([], clock)
+    kept.keep({("t", 0): (10, 110)}, {})
+    kept.keep({("t", 0): (11, 111)}, {})
+    writer = kept._open()
+    assert isinstance(writer, FakeWriter)
+
+    def spent(records: Any, timeout: float | None = None) -> int:
+        clock.now += 30.0
+        raise InternalTopicError("positions not kept in", TOPIC, "B", "not acknowledged")
+
+    writer.write = spent  # type: ignore[method-assign]
+    kept.close(30.0)
+    assert writer.waits[-1] == ("close", 0.0)
 
 
 def test_a_read_returns_the_last_record_per_partition_of_this_source() -> None:

@@ -5,6 +5,7 @@ the test moves. The lease threads are not started: each step is called as the th
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -443,3 +444,34 @@ def test_the_gate_is_told_until_when_the_holder_may_write() -> None:
     assert held_a[-1] is None and not a.held()
     b.release()
     assert held_b[-1] is None
+
+
+def test_an_upkeep_failing_round_after_round_warns_once_a_minute_not_each_round(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a cluster down for minutes: the lease thread's rounds fail one after another (each a
+    # renewal period apart); the log gets the first and every 60th, then that it works again
+    clock = Clock()
+    cluster = Cluster(clock)
+    lease = _start(_lease(cluster, clock, "h1"))
+    lease.renew_every = 0.001  # the thread's wait between failed rounds, in real seconds
+    polls = []
+
+    class Down(FakeConsumer):
+        def poll(self, timeout: float) -> Message | None:
+            polls.append(timeout)
+            if len(polls) <= 121:
+                raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+            clock.now += 1.0  # a good round: the watch ends at its deadline
+            if len(polls) > 123:
+                lease._closing.set()
+            return None
+
+    lease._consumer = Down(cluster)
+    with caplog.at_level(logging.DEBUG, logger="kafka_mirror.control.lease"):
+        lease._run()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w.split(" in a row")[0] for w in warnings] == [
+        "flow A->B: lease upkeep failed (1", "flow A->B: lease upkeep failed (61",
+        "flow A->B: lease upkeep failed (121"]
+    assert "flow A->B: lease upkeep working again (121 failed before)" in caplog.text

@@ -476,8 +476,14 @@ def _ms_since(clock: float) -> float:
 
 
 def run_write_hooks(hooks: Sequence[WriteHook], event: BatchWritten) -> None:
+    """Each hook in turn; one that fails does not stop the others. A named failure (a cluster
+    that did not answer, e.g. offset syncs not acknowledged in time) is a warning; anything else
+    is a defect, logged with its stack."""
     for hook in hooks:
         try:
             hook.on_written(event)
+        except MirrorError as exc:
+            log.warning("flow %s: batch hook %s failed: %s", event.flow.name,
+                        type(hook).__name__, exc)
         except Exception:
             log.exception("flow %s: batch hook %s failed", event.flow.name, type(hook).__name__)

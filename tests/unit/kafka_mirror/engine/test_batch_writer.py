@@ -3,12 +3,14 @@ end of the previous batch when it ended exactly where this one starts."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from kafka_mirror.config.mm2 import mm2_from_text
-from kafka_mirror.engine.batch_writer import BatchWriter
+from kafka_mirror.engine.batch_writer import BatchWriter, BatchWritten, run_write_hooks
+from kafka_mirror.kafka.internal_topics import InternalTopicError
 
 CONFIG = """clusters = A, B
 A.bootstrap.servers = 127.0.0.1:1
@@ -237,3 +239,36 @@ def test_a_write_the_stop_interrupts_past_its_grace_ends_the_query_as_stopped(
     assert found is not None and len(message) - found.start() < 300, message
     assert "flow A->B: batch 4 interrupted by the stop" in message
     assert writer.writing.is_set() and not writer.in_batch.is_set()  # the restart waits for it
+
+
+class FailingHook:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def on_written(self, event: BatchWritten) -> None:
+        raise self.error
+
+
+class CountingHook:
+    def __init__(self) -> None:
+        self.events: list[BatchWritten] = []
+
+    def on_written(self, event: BatchWritten) -> None:
+        self.events.append(event)
+
+
+def test_a_hook_that_fails_leaves_the_others_a_cluster_fault_as_a_warning_a_defect_with_its_stack(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flow = mm2_from_text(CONFIG).flows[0]
+    event = BatchWritten(flow, 7, (), 0, 0)
+    after = CountingHook()
+    unanswered = InternalTopicError("offset syncs not written to", "mm2-offset-syncs.B.internal",
+                                    "A", "5 record(s) not acknowledged within 30s")
+    with caplog.at_level(logging.WARNING, logger="kafka_mirror.engine.batch_writer"):
+        run_write_hooks([FailingHook(unanswered), FailingHook(KeyError("bug")), after], event)
+    assert after.events == [event]
+    (fault, defect) = caplog.records
+    assert fault.levelno == logging.WARNING and fault.exc_info is None
+    assert "not acknowledged within 30s" in fault.getMessage()
+    assert defect.levelno == logging.ERROR and defect.exc_info is not None

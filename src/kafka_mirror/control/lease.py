@@ -275,6 +275,13 @@ class FlowLease:
         with self._lock:
             active, self._active = self._active, False
         self.on_held(None)
+        if self._thread is not None and self._thread.is_alive():
+            # still in a call on its clients: closing them (or writing with them) under it
+            # could abort the process (librdkafka asserts on a consumer closed mid-call); they
+            # go with the process, and the lease lapses
+            log.warning("flow %s: the lease thread did not end within %.0f s of the stop; the "
+                        "lease is left to lapse", self.flow_name, self.lease)
+            return
         if active and self._producer is not None:
             try:
                 self._write(LeaseRecord(self.holder, self.epoch, False, self.selects))

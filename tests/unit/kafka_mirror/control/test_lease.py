@@ -6,6 +6,7 @@ the test moves. The lease threads are not started: each step is called as the th
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -475,3 +476,27 @@ def test_an_upkeep_failing_round_after_round_warns_once_a_minute_not_each_round(
         "flow A->B: lease upkeep failed (1", "flow A->B: lease upkeep failed (61",
         "flow A->B: lease upkeep failed (121"]
     assert "flow A->B: lease upkeep working again (121 failed before)" in caplog.text
+
+
+def test_a_release_while_the_lease_thread_is_stuck_in_a_call_leaves_its_clients_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    cluster = Cluster(clock)
+    lease = _start(_lease(cluster, clock, "h1"))
+    lease._claim()
+    records = len(cluster.log)
+    closed = []
+    lease._consumer.close = lambda: closed.append("consumer")  # type: ignore[method-assign]
+    stuck = threading.Event()
+    lease._thread = threading.Thread(target=stuck.wait, daemon=True)  # a call that hangs
+    lease._thread.start()
+    lease.lease = 0.05
+    try:
+        with caplog.at_level(logging.WARNING, logger="kafka_mirror.control.lease"):
+            lease.release()
+    finally:
+        stuck.set()
+    assert closed == [] and len(cluster.log) == records  # neither closed nor written under it
+    assert not lease.holds
+    assert "the lease is left to lapse" in caplog.text

@@ -1,10 +1,10 @@
 """A clean stop (SIGTERM) while the clusters do not answer, as in an outage: what the stop writes to
 them (the positions kept in Kafka, heartbeats, checkpoints, a control-plane round in flight, the
-lag group's last commit) shares one budget (``kafka_mirror.runtime.teardown.StopBudget``, 30 s),
-so the mirror exits 0 within systemd's default stop timeout of 90 s, logging warnings but no ERROR
-or stack trace. Before the budget the same stop took 91 s: each of those closers waited its own
-timeout in turn; and closing the lag group's consumer during a commit aborted the process
-(librdkafka's ``rd_kafka_cgrp_terminated`` assertion, exit -6): the lag group is an admin's now.
+lag group's commit in flight) shares one budget (``kafka_mirror.runtime.teardown.StopBudget``,
+30 s), so the mirror exits 0 within systemd's default stop timeout of 90 s, logging warnings but
+no ERROR or stack trace. Before the budget the same stop took 91 s: each of those closers waited
+its own timeout in turn; and a stop that closed the lag group's consumer during a commit aborted
+the process (librdkafka's ``rd_kafka_cgrp_terminated`` assertion, exit -6): it is left open now.
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ class Mirror:
         """Progress (batches, real-time drains) to the progress log, lag commits and metrics."""
         lag = LagCommitter()
         lag_flush = Periodic("lag commits", 1.0, lag.flush_due, 1.0)
-        teardown.lag.add("lag commits", lag_flush.stop)
+        teardown.lag.add_waiting("lag commits", lag_flush.stop)
         teardown.lag.add_waiting("lag committer", lag.close)
         lag_flush.start()
         hooks: list[BatchHook] = [ProgressReporter(), lag, self.metrics]

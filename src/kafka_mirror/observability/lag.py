@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batches import BatchCommitted
@@ -40,7 +40,11 @@ def lag_group_consumer(flow: FlowSpec) -> Any:
 
 
 class LagCommitter:
-    """Commits each flow's source positions to its lag group, at most once per interval."""
+    """Commits each flow's source positions to its lag group, at most once per interval, from
+    the periodic flush only: a commit blocks while the source does not answer (45 s measured),
+    and neither Spark's listener thread (batch events; at a stop, Spark's own stop waits for it)
+    nor real-time mode's acknowledgements may wait for one. Positions are handed over under a
+    lock of their own, never held during a commit."""
 
     def __init__(self, consumer_for: Callable[[FlowSpec], Any] | None = None) -> None:
         self._consumer_for = consumer_for or lag_group_consumer
@@ -48,7 +52,8 @@ class LagCommitter:
         self._last: dict[str, float] = {}
         self._pending: dict[str, dict[tuple[str, int], int]] = {}
         self._flows: dict[str, FlowSpec] = {}
-        self._lock = threading.Lock()
+        self._positions = threading.Lock()  # _pending and _flows: held briefly
+        self._commits = threading.Lock()  # the consumers: held through a commit, and the close
         self._closed = False
 
     def _consumer(self, flow: FlowSpec) -> Any:
@@ -61,42 +66,40 @@ class LagCommitter:
         flow = event.flow
         if not flow.lag_group_id or flow.realtime:  # real-time: advance() follows the acks
             return
-        with self._lock:
+        with self._positions:
             self._flows[flow.name] = flow
             if event.moved:
                 self._pending[flow.name] = event.source_end
-        try:
-            self.flush_due()
-        except KafkaException as exc:  # kept; the periodic flush retries and reports failures
-            log.debug("flow %s: lag commit failed after a batch: %s", flow.name, exc)
 
     def advance(self, flow: FlowSpec, positions: Positions) -> None:
         """Real-time mode: the positions after the records the target acknowledged (committed
         at the next due flush)."""
         if not flow.lag_group_id:
             return
-        with self._lock:
+        with self._positions:
             self._flows[flow.name] = flow
             self._pending[flow.name] = dict(positions)
 
     def flush_due(self) -> None:
-        """Commit each flow's newest positions once its interval has passed (also called
-        periodically: when the stream goes idle, no batch event would commit the last ones)."""
-        with self._lock:
+        """Commit each flow's newest positions once its interval has passed (called
+        periodically, also when the stream is idle)."""
+        with self._commits:
             if self._closed:
                 return
             now = time.monotonic()
-            for name, pending in list(self._pending.items()):
-                flow = self._flows[name]
-                if now - self._last.get(name, 0.0) < flow.lag_commit_interval_ms / 1000.0:
-                    continue
-                self._last[name] = now
+            with self._positions:
+                due = [(self._flows[name], pending) for name, pending in self._pending.items()
+                       if now - self._last.get(name, 0.0)
+                       >= self._flows[name].lag_commit_interval_ms / 1000.0]
+            for flow, pending in due:
+                self._last[flow.name] = now
                 offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items())]
                 consumer = self._consumer(flow)
                 consumer.poll(0)  # serves librdkafka's queued log lines (never assigned)
                 consumer.commit(offsets=offsets, asynchronous=False)
-                if self._pending.get(name) is pending:  # kept for a retry if the commit failed
-                    del self._pending[name]
+                with self._positions:  # kept for a retry if the commit failed
+                    if self._pending.get(flow.name) is pending:
+                        del self._pending[flow.name]
 
     def close(self, timeout: float = 10.0) -> None:
         """Close the consumers once no commit is under way, waiting at most ``timeout`` seconds
@@ -104,15 +107,15 @@ class LagCommitter:
         (librdkafka's ``rd_kafka_cgrp_terminated`` assertion; seen at a stop with the clusters
         gone), so when a commit is still blocked the consumers are left as they are: the thread
         in the commit holds them until the process exits, and the positions are informational."""
-        if not self._lock.acquire(timeout=max(0.0, timeout)):
+        self._closed = True  # no commit starts from now on
+        if not self._commits.acquire(timeout=max(0.0, timeout)):
             log.warning("the lag groups' commit in flight did not end within %.1f s of the stop; "
                         "their consumers are left open (informational positions; the mirror's "
                         "own are kept)", timeout)
             return
         try:
-            self._closed = True
             for consumer in self._consumers.values():
                 consumer.close()
             self._consumers.clear()
         finally:
-            self._lock.release()
+            self._commits.release()

@@ -59,8 +59,11 @@ def test_a_failed_commit_is_kept_and_retried_by_the_periodic_flush() -> None:
     consumer = FakeConsumer()
     lag = LagCommitter(consumer_for=lambda flow: consumer)
     flow = _flow()
+    lag.on_batch(_batch(flow, 0, 10))  # handed over only: Spark's listener never commits
+    assert consumer.commits == []
     consumer.fail = True
-    lag.on_batch(_batch(flow, 0, 10))  # failed: kept
+    with pytest.raises(KafkaException):
+        lag.flush_due()  # failed: kept
     consumer.fail = False
     lag.flush_due()
     assert consumer.commits == [{("t", 0): 10}]
@@ -72,6 +75,7 @@ def test_the_stop_closes_the_consumer_once_no_commit_is_under_way() -> None:
     consumer = FakeConsumer()
     lag = LagCommitter(consumer_for=lambda flow: consumer)
     lag.on_batch(_batch(_flow(), 0, 10))
+    lag.flush_due()
     lag.close(timeout=1.0)
     assert consumer.closed
     lag.flush_due()  # the periodic flush after the stop: nothing, and no closed consumer used
@@ -83,16 +87,18 @@ def test_the_stop_leaves_a_consumer_that_is_in_a_commit_alone(
     consumer = FakeConsumer()
     lag = LagCommitter(consumer_for=lambda flow: consumer)
     flow = _flow()
+    consumer.release.clear()  # the commit blocks, as one does with the cluster gone
     lag.on_batch(_batch(flow, 0, 10))
-    consumer.release.clear()  # the next commit blocks, as one does with the cluster gone
-    lag.advance(flow, {("t", 0): 20})
     flush = threading.Thread(target=lag.flush_due, daemon=True)
     flush.start()
     assert consumer.entered.wait(5)
+    lag.on_batch(_batch(flow, 10, 20))  # a batch event meanwhile does not wait for the commit
+    lag.advance(flow, {("t", 0): 20})  # nor do real-time acknowledgements
     with caplog.at_level(logging.WARNING, logger="kafka_mirror.observability.lag"):
         lag.close(timeout=0.05)
     assert not consumer.closed  # closing it under the commit would abort the process
     assert "did not end within 0.1 s of the stop" in caplog.text
     consumer.release.set()
     flush.join(5)
-    assert consumer.commits[-1] == {("t", 0): 20}
+    lag.flush_due()  # after the stop: no commit starts
+    assert consumer.commits == [{("t", 0): 10}]

@@ -18,6 +18,7 @@ from mirror_process import (
     CLASS_DATA_DIR,
     MirrorProcess,
     committed_offsets,
+    end_offsets,
     first_occurrences,
     read_partitions,
 )
@@ -144,7 +145,10 @@ def compare(source: Cluster, topic: str, destination: Cluster,
     aside), partition by partition; returns the number of duplicates."""
     src = read_partitions(source, topic)
     dst = read_partitions(destination, f"fsrc.{topic}")
-    assert sum(len(r) for r in src.values()) == expected
+    counts = {p: len(r) for p, r in src.items()}
+    assert sum(counts.values()) == expected, (
+        f"the source {topic} holds {sum(counts.values())} records, not {expected}: per "
+        f"partition {counts}, ends {end_offsets(source, topic)}")
     duplicates = 0
     for partition, records in src.items():
         assert first_occurrences(dst[partition]) == records, f"partition {partition}"

@@ -62,6 +62,7 @@ from confluent_kafka import (
 )
 
 from kafka_mirror.config.model import ClusterSpec
+from kafka_mirror.failure_streak import FailureStreak
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.clients import control_consumer_config, control_producer_config
 
@@ -173,7 +174,8 @@ class FlowLease:
         self._closing = threading.Event()
         self._renewed = threading.Event()  # a renewal (or a loss) since a batch began to wait
         self._failing = False  # renewals (or claims) fail: reported once until one succeeds
-        self._upkeep_failures = 0  # the thread's rounds that failed in a row
+        # the thread's rounds that failed in a row
+        self._upkeep_failures = FailureStreak(log, f"flow {self.flow_name}: lease upkeep")
         self._thread: threading.Thread | None = None
         self._producer: Any = None
         self._consumer: Any = None
@@ -326,18 +328,9 @@ class FlowLease:
                         self._renew()
                 elif self._may_claim():
                     self._claim()
-                if self._upkeep_failures:
-                    log.info("flow %s: lease upkeep working again (%d failed before)",
-                             self.flow_name, self._upkeep_failures)
-                    self._upkeep_failures = 0
+                self._upkeep_failures.succeeded()
             except Exception as exc:  # a defect or an unexpected client error: go on
-                # the first and every 60th in a row (a cluster down for minutes: not a line a
-                # second), the others at DEBUG
-                self._upkeep_failures += 1
-                level = (logging.WARNING if self._upkeep_failures % 60 == 1
-                         else logging.DEBUG)
-                log.log(level, "flow %s: lease upkeep failed (%d in a row): %s",
-                        self.flow_name, self._upkeep_failures, exc)
+                self._upkeep_failures.failed(exc)
                 self._closing.wait(self.renew_every)
 
     def _until_next_step(self) -> float:

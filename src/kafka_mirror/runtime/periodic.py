@@ -7,6 +7,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from kafka_mirror.failure_streak import FailureStreak
+
 log = logging.getLogger(__name__)
 
 
@@ -21,7 +23,7 @@ class Periodic:
         self.interval = interval
         self.action = action
         self.first_delay = first_delay
-        self.failures = 0
+        self.failures = FailureStreak(log, name)
         self.runs = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
@@ -36,13 +38,9 @@ class Periodic:
             try:
                 self.action()
                 self.runs += 1
-                if self.failures:
-                    log.info("%s: working again", self.name)
-                self.failures = 0
+                self.failures.succeeded()
             except Exception as exc:
-                self.failures += 1
-                if self.failures == 1 or self.failures % 60 == 0:
-                    log.warning("%s failed (%d in a row): %s", self.name, self.failures, exc)
+                self.failures.failed(exc)
             wait = self.interval
 
     def stop(self, timeout: float = 10.0) -> None:

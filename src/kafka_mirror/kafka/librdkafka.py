@@ -301,16 +301,27 @@ def _fenced(args: tuple[Any, ...]) -> bool:
     return "fenced by a newer instance" in text or "with an old epoch" in text
 
 
+def _retried_while_loading(args: tuple[Any, ...]) -> bool:
+    """Whether confluent-kafka's ``(facility, client, text)`` is a producer's ID request that
+    a coordinator still loading its state refused and that librdkafka retries by itself
+    (``GETPID ... Coordinator load in progress: retrying``): every cluster started a moment
+    before, and every coordinator that just moved, answers so; Kafka's Java producer retries it
+    without a word. Its level would be librdkafka's warning."""
+    text = str(args[2]).lower() if len(args) >= 3 else ""
+    return args[:1] == ("GETPID",) and "load in progress" in text and text.endswith("retrying")
+
+
 class _ClientLog(logging.LoggerAdapter):  # type: ignore[type-arg]
     """librdkafka's messages, which confluent-kafka hands to a ``logger`` setting as
     ``log(level, "%s [%s] %s", facility, client name, text)`` at their syslog level mapped to
     Python's (lost or refused connections at WARNING, as the Java clients log them; a lease
-    producer fenced by its successor at INFO), prefixed with what the client is for."""
+    producer fenced by its successor, and a producer ID request retried while a coordinator
+    loads, at INFO), prefixed with what the client is for."""
 
     def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
         if level > logging.WARNING and _connection_lost(args):
             level = logging.WARNING
-        elif level > logging.INFO and _fenced(args):
+        elif level > logging.INFO and (_fenced(args) or _retried_while_loading(args)):
             level = logging.INFO
         super().log(level, msg, *args, **kwargs)
 

@@ -79,3 +79,30 @@ def test_other_messages_keep_their_level(caplog: pytest.LogCaptureFixture) -> No
     assert [r.levelno for r in seen] == [logging.ERROR, logging.WARNING, logging.WARNING,
                                          logging.INFO, logging.ERROR, logging.ERROR]
     assert seen[0].getMessage() == "cluster 'A' admin: SSL [rdkafka#producer-1] handshake failed"
+
+
+def test_a_producer_id_retried_while_a_coordinator_loads_is_no_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A cluster started a moment before answers a producer's first InitProducerId with
+    COORDINATOR_LOAD_IN_PROGRESS, which librdkafka retries by itself (seen in every demo run)."""
+    from kafka_mirror.kafka.librdkafka import with_client_log
+
+    caplog.set_level(logging.DEBUG, "kafka_mirror.librdkafka")
+    logger = with_client_log({}, "cluster 'B' producer")["logger"]
+    for text in ("Failed to acquire transactional PID from broker TxnCoordinator/1: Broker: "
+                 "Coordinator load in progress: retrying",
+                 "Failed to acquire idempotence PID from broker 127.0.0.1:9092/1: Broker: "
+                 "Coordinator load in progress: retrying",
+                 # not retried, or another cause: librdkafka's level stays
+                 "Failed to acquire transactional PID from broker TxnCoordinator/1: Broker: "
+                 "Coordinator load in progress",
+                 "Failed to acquire idempotence PID from broker 127.0.0.1:9092/1: Broker: "
+                 "Cluster authorization failed: retrying"):
+        logger.log(logging.WARNING, "%s [%s] %s", "GETPID", "rdkafka#producer-5", text)
+    logger.log(logging.WARNING, "%s [%s] %s", "REQERR", "rdkafka#producer-5",
+               "Coordinator load in progress: retrying")
+    seen = [r for r in caplog.records if r.name == "kafka_mirror.librdkafka"]
+    assert [r.levelno for r in seen] == [logging.INFO, logging.INFO, logging.WARNING,
+                                         logging.WARNING, logging.WARNING]
+    assert seen[0].getMessage().startswith("cluster 'B' producer: GETPID [rdkafka#producer-5] ")

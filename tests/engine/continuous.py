@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from mirror_process import (
     CLASS_DATA_DIR,
     MirrorProcess,
@@ -63,13 +63,16 @@ def mirror_config(path: Path, source: str, destination: str, topic: str, extra: 
 class ContinuousProducer:
     """Produces numbered records (keys and values unique) round robin over the partitions, about
     ``rate`` records/s (values padded with ``value_bytes`` random bytes), until ``total`` are sent
-    or :meth:`stop`; ``sent`` counts acknowledged ones."""
+    or :meth:`stop`; ``sent`` counts acknowledged ones (a record the source refused is sent
+    again: ``delivery_errors``)."""
 
     def __init__(self, cluster: Cluster, topic: str, *, total: int | None = None,
                  rate: int = 1250, value_bytes: int = 0) -> None:
         self.cluster, self.topic, self.total = cluster, topic, total
         self.rate, self.value_bytes = rate, value_bytes
         self.sent = 0
+        # deliveries the source refused, each sent again (what and why, for the test's output)
+        self.delivery_errors: list[str] = []
         self._stop = threading.Event()
         self._going = threading.Event()
         self._going.set()
@@ -81,29 +84,57 @@ class ContinuousProducer:
         self._thread.start()
         return self
 
-    def _run(self) -> None:
-        producer = Producer(self.cluster.client_config(**{
+    def _producer(self) -> Producer:
+        return Producer(self.cluster.client_config(**{
             "enable.idempotence": "true", "acks": "all", "message.timeout.ms": "300000"}))
+
+    def _run(self) -> None:
+        producer = self._producer()
+        failed: list[tuple[int, KafkaError]] = []  # delivery reports, served in flush()
+
+        def send(i: int) -> None:
+            def report(err: KafkaError | None, _msg: object, i: int = i) -> None:
+                if err is not None:
+                    failed.append((i, err))
+            # padding is random: compression must not shrink it
+            producer.produce(self.topic, key=f"k{i}".encode(),
+                             value=f"v{i}:".encode() + os.urandom(self.value_bytes),
+                             partition=i % PARTITIONS, on_delivery=report)
+
+        def flush() -> None:
+            """Every record sent so far acknowledged: one the source refused (a broker restart
+            can end the idempotent producer with a fatal error) is sent again, by a new
+            producer if need be, so the source holds every key (a refused one it kept after all
+            is there twice: the mirror copies both, and compare() counts keys)."""
+            nonlocal producer
+            producer.flush(300)
+            while failed:
+                again = sorted({i for i, _ in failed})
+                if any(err.fatal() for _, err in failed):
+                    producer = self._producer()
+                self.delivery_errors.append(f"{len(again)} records: {failed[0][1]}")
+                failed.clear()
+                for i in again:
+                    send(i)
+                producer.flush(300)
+
         chunk = max(1, self.rate // 4)
         i = 0
         while not self._stop.is_set() and (self.total is None or i < self.total):
             if not self._going.is_set():
-                producer.flush(300)
+                flush()
                 self.sent = i
                 self._idle.set()
                 self._going.wait(0.25)
                 continue
             self._idle.clear()
             for _ in range(chunk if self.total is None else min(chunk, self.total - i)):
-                # padding is random: compression must not shrink it
-                producer.produce(self.topic, key=f"k{i}".encode(),
-                                 value=f"v{i}:".encode() + os.urandom(self.value_bytes),
-                                 partition=i % PARTITIONS)
+                send(i)
                 i += 1
-            producer.flush(300)
+            flush()
             self.sent = i
             time.sleep(0.25)
-        producer.flush(300)
+        flush()
         self.sent = i
         self.done.set()
 
@@ -142,16 +173,20 @@ class LagGroup:
 def compare(source: Cluster, topic: str, destination: Cluster,
             expected: int) -> int:
     """Nothing lost and source order kept on the target (once replayed duplicates are set
-    aside), partition by partition; returns the number of duplicates."""
+    aside), partition by partition; returns the number of duplicates. The source holds
+    ``expected`` keys (a record its producer sent again after a refused delivery that the
+    source kept after all is there twice, and so must be on the target)."""
     src = read_partitions(source, topic)
     dst = read_partitions(destination, f"fsrc.{topic}")
+    keys = {record[0] for records in src.values() for record in records}
     counts = {p: len(r) for p, r in src.items()}
-    assert sum(counts.values()) == expected, (
-        f"the source {topic} holds {sum(counts.values())} records, not {expected}: per "
-        f"partition {counts}, ends {end_offsets(source, topic)}")
+    assert len(keys) == expected, (
+        f"the source {topic} holds {len(keys)} keys, not {expected}: records per partition "
+        f"{counts}, ends {end_offsets(source, topic)}")
     duplicates = 0
     for partition, records in src.items():
-        assert first_occurrences(dst[partition]) == records, f"partition {partition}"
+        assert first_occurrences(dst[partition]) == first_occurrences(records), \
+            f"partition {partition}"
         duplicates += len(dst[partition]) - len(records)
     return duplicates
 

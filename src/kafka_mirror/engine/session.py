@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror import jvm_artifacts
+from kafka_mirror.engine.class_data import JAVA_OPTIONS_KEY
 from kafka_mirror.errors import ConfigError, MirrorError
 
 DEFAULT_SPARK_CONF = {
@@ -30,6 +31,9 @@ DEFAULT_SPARK_CONF = {
         "org.apache.spark.sql.execution.streaming.checkpointing."
         "FileSystemBasedCheckpointFileManager",
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    # Spark turns adaptive execution off for streaming queries, with a warning at each start
+    # while it is on (ResolveWriteToStream); a batch's write has no shuffle for it to adapt
+    "spark.sql.adaptive.enabled": "false",
 }
 
 # Driver loggers held above Spark's level. Hadoop's Shell sets a new checkpoint file's mode with
@@ -38,6 +42,22 @@ DEFAULT_SPARK_CONF = {
 # not a fault: the unwritten log entry is planned again on the next start). Its failures still
 # reach Spark as exceptions.
 QUIET_LOGGERS = {"org.apache.hadoop.util.Shell": "ERROR"}
+
+# The driver's log4j configuration unless the user's driver options choose one: Spark's defaults
+# without the lines it prints when it falls back on them and without Hadoop's warning at every
+# start that it has no native library (see the file)
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+_DRIVER_OPTIONS = (JAVA_OPTIONS_KEY, "spark.driver.extraJavaOptions")
+
+
+def _with_log4j_config(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with :data:`LOG4J_CONFIG` for the driver, unless its options name a log4j
+    configuration (``-Dlog4j2.configurationFile``, or log4j 1's ``-Dlog4j.configuration``)."""
+    if any("log4j" in conf.get(key, "") for key in _DRIVER_OPTIONS):
+        return conf
+    option = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+    given = conf.get(JAVA_OPTIONS_KEY, "")
+    return conf | {JAVA_OPTIONS_KEY: f"{given} {option}" if given else option}
 
 
 def connector_jars(jars_dir: Path | None) -> list[Path]:
@@ -59,8 +79,6 @@ def realtime_master(conf: Mapping[str, str]) -> dict[str, str]:
     """The conf with room for real-time flows: the default ``local[*]`` becomes
     ``local[REALTIME_LOCAL_SLOTS]``. A master the user chose is left alone."""
     out = dict(conf)
-    # Spark turns adaptive execution off for real-time queries (with a warning per start)
-    out.setdefault("spark.sql.adaptive.enabled", "false")
     if out.get("spark.master") == DEFAULT_SPARK_CONF["spark.master"]:
         out["spark.master"] = f"local[{REALTIME_LOCAL_SLOTS}]"
     return out
@@ -109,6 +127,7 @@ def spark_conf(
     else:
         extra = conf.get("spark.jars", "")
         conf["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
+    conf = _with_log4j_config(conf)
     if latency_plugin:
         plugins = [p.strip() for p in conf.get("spark.plugins", "").split(",") if p.strip()]
         if LATENCY_PLUGIN not in plugins:

@@ -62,3 +62,27 @@ def test_executors_of_their_own_get_the_jars_through_spark(master: str) -> None:
     conf = spark_conf({"spark.jars": "/site/udf.jar"}, {"spark.master": master}, JARS)
     assert conf["spark.jars"].split(",") == [*(str(j) for j in JARS), "/site/udf.jar"]
     assert "spark.driver.extraClassPath" not in conf
+
+
+def test_the_driver_logs_with_kafka_mirrors_log4j_config_unless_the_user_names_one() -> None:
+    from kafka_mirror.engine.session import LOG4J_CONFIG
+
+    option = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
+    assert LOG4J_CONFIG.is_file()
+    text = LOG4J_CONFIG.read_text(encoding="utf-8")
+    assert "rootLogger.level = warn" in text
+    assert "logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader" in text
+    assert spark_conf({}, {}, [])["spark.driver.defaultJavaOptions"] == option
+    kept = spark_conf({"spark.driver.defaultJavaOptions": "-Xss4m"}, {}, [])
+    assert kept["spark.driver.defaultJavaOptions"] == f"-Xss4m {option}"
+    for key in ("spark.driver.defaultJavaOptions", "spark.driver.extraJavaOptions"):
+        own = "-Dlog4j2.configurationFile=file:/etc/kafka-mirror/log4j2.properties"
+        assert spark_conf({key: own}, {}, [])[key] == own
+        assert option not in " ".join(spark_conf({key: own}, {}, []).values())
+
+
+def test_adaptive_execution_is_off_unless_the_user_turns_it_on() -> None:
+    # Spark turns it off for streaming queries anyway, warning at every start while it is on
+    assert spark_conf({}, {}, [])["spark.sql.adaptive.enabled"] == "false"
+    assert spark_conf({"spark.sql.adaptive.enabled": "true"}, {},
+                      [])["spark.sql.adaptive.enabled"] == "true"

@@ -151,6 +151,11 @@ def test_fidelity_new_topics_partitions_verify_and_sigterm(
         assert not alarms(mirror.output()), "\n".join(alarms(mirror.output())[:40])
         stopping = mirror.output().split("kafka_mirror.runtime.mirror: stopping\n", 1)[-1]
         assert "WARN DAGScheduler" not in stopping, stopping[-3000:]
+        # nor what every start printed: Spark's fallback on its log4j defaults, Hadoop's missing
+        # native library, Spark turning adaptive execution off for the streaming query
+        for noise in ("Using Spark's default log4j profile", "Setting default log level",
+                      "WARN NativeCodeLoader", "adaptive.enabled is not supported"):
+            assert noise not in mirror.output(), noise
     finally:
         mirror.cleanup()
 

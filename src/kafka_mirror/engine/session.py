@@ -44,16 +44,19 @@ DEFAULT_SPARK_CONF = {
 QUIET_LOGGERS = {"org.apache.hadoop.util.Shell": "ERROR"}
 
 # The driver's log4j configuration unless the user's driver options choose one: Spark's defaults
-# without the lines it prints when it falls back on them and without Hadoop's warning at every
-# start that it has no native library (see the file)
+# without the lines it prints when it falls back on them and without the warnings every start
+# gave (see the file)
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 _DRIVER_OPTIONS = (JAVA_OPTIONS_KEY, "spark.driver.extraJavaOptions")
+# how a JVM is given a log4j configuration file: log4j 2's property (either spelling), log4j 1's
+_LOG4J_FILE_OPTIONS = re.compile(r"-Dlog4j2?\.configuration(File)?=")
 
 
 def _with_log4j_config(conf: dict[str, str]) -> dict[str, str]:
     """``conf`` with :data:`LOG4J_CONFIG` for the driver, unless its options name a log4j
-    configuration (``-Dlog4j2.configurationFile``, or log4j 1's ``-Dlog4j.configuration``)."""
-    if any("log4j" in conf.get(key, "") for key in _DRIVER_OPTIONS):
+    configuration file of the user's (other log4j properties, such as
+    ``-Dlog4j2.formatMsgNoLookups``, do not count)."""
+    if any(_LOG4J_FILE_OPTIONS.search(conf.get(key, "")) for key in _DRIVER_OPTIONS):
         return conf
     option = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     given = conf.get(JAVA_OPTIONS_KEY, "")

@@ -76,9 +76,15 @@ def test_the_driver_logs_with_kafka_mirrors_log4j_config_unless_the_user_names_o
     kept = spark_conf({"spark.driver.defaultJavaOptions": "-Xss4m"}, {}, [])
     assert kept["spark.driver.defaultJavaOptions"] == f"-Xss4m {option}"
     for key in ("spark.driver.defaultJavaOptions", "spark.driver.extraJavaOptions"):
-        own = "-Dlog4j2.configurationFile=file:/etc/kafka-mirror/log4j2.properties"
-        assert spark_conf({key: own}, {}, [])[key] == own
-        assert option not in " ".join(spark_conf({key: own}, {}, []).values())
+        for own in ("-Dlog4j2.configurationFile=file:/etc/kafka-mirror/log4j2.properties",
+                    "-Xss4m -Dlog4j.configurationFile=/etc/log4j2.xml",
+                    "-Dlog4j.configuration=file:/etc/log4j.properties"):
+            assert spark_conf({key: own}, {}, [])[key] == own
+            assert option not in " ".join(spark_conf({key: own}, {}, []).values())
+    # another log4j property is no configuration of the user's
+    lookups = spark_conf({"spark.driver.extraJavaOptions": "-Dlog4j2.formatMsgNoLookups=true"},
+                         {}, [])
+    assert lookups["spark.driver.defaultJavaOptions"] == option
 
 
 def test_adaptive_execution_is_off_unless_the_user_turns_it_on() -> None:

@@ -212,6 +212,8 @@ def finish(mirror: MirrorProcess, writer: ContinuousProducer, copied: Callable[[
     cleanly on SIGTERM. Returns the records produced and the seconds it took to catch up."""
     back = time.monotonic()
     total = writer.stop()
+    for error in writer.delivery_errors:
+        print(f"the source refused and got again {error}")
     wait_caught_up(copied, total, mirror)
     resumed = time.monotonic() - back
     code, _ = mirror.terminate()

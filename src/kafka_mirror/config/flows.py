@@ -160,6 +160,7 @@ def flow_settings(
         exactly_once_target=exactly_once_target(values),
         mode=mode,
         realtime_batch_ms=values.integer("mirror.realtime.batch.duration.ms", 300_000, 5_000),
+        realtime_groups=values.integer("mirror.realtime.groups", 0, 0),
     )
 
 

@@ -65,6 +65,7 @@ FLOW_KEYS = frozenset(
         "mirror.exactly.once.target",
         "mirror.mode",
         "mirror.realtime.batch.duration.ms",
+        "mirror.realtime.groups",
         # Connect's exactly-once switches: honoured without target transactions (see
         # config.mm2.exactly_once_target)
         "exactly.once.source.support",

@@ -116,9 +116,11 @@ class FlowSpec:
     exactly_once_target: bool = True
     # mirror.mode: micro-batch (default) or realtime (Spark's real-time mode, one task slot per
     # group of partitions); mirror.realtime.batch.duration.ms: how long one real-time batch
-    # reads before Spark commits its positions
+    # reads before Spark commits its positions; mirror.realtime.groups: how many groups (tasks,
+    # consumers) a real-time query reads, 0: one per two cores
     mode: str = "micro-batch"
     realtime_batch_ms: int = 300_000
+    realtime_groups: int = 0
 
     @property
     def realtime(self) -> bool:

@@ -18,9 +18,12 @@ reported at every drain (:class:`RealTimeProgress`), not once per batch. The bat
 then only a checkpoint interval: Spark's default of 5 minutes.
 
 Trade-offs, against micro-batch mode: a task slot per group of source partitions (one per
-core, :func:`realtime_groups`) for as long as the flow runs (tasks never end between records),
-and at-least-once: a crash (``kill -9``) re-sends the records acknowledged since the last drain
-(about a second's worth); a stop re-sends none.
+two cores by default, :func:`realtime_groups`) for as long as the flow runs (tasks never end
+between records), and exactly once only through the flow's restart proof
+(``mirror.exactly.once.target``, the default: every drain records the target's ends after the
+acknowledged records, and a restart after ``kill -9`` proves and skips what the target got
+since); without it a crash re-sends the records acknowledged since the last drain (about a
+second's worth). A stop re-sends none either way.
 """
 
 from __future__ import annotations
@@ -121,15 +124,22 @@ class RealTimeProgress:
 def realtime_groups(flow: FlowSpec, assignment: Mapping[str, int], slots: int, taken: int,
                     cores: int) -> int:
     """How many groups of partitions a real-time query reads: one long-running task each (one
-    Kafka consumer for the group's partitions), at most one per core and never more than the
-    task slots other real-time flows left free; fails naming ``spark.master`` when none is."""
+    Kafka consumer for the group's partitions): ``mirror.realtime.groups``, or by default one per
+    two cores (at least one), never more than the partitions or the task slots other real-time
+    flows left free; fails naming ``spark.master`` when none is free.
+
+    Half the cores, not all of them: each task reads and sends on one thread, while the sink's
+    producer sends from a thread of its own and the driver works beside them; on 2 cores one
+    group had a lower replication latency tail than two at 5,000 records/s over 8 partitions
+    (docs/benchmarks.md, "Real-time groups"), at no more CPU."""
     free = slots - taken
     if free < 1:
         raise MirrorError(
             f"flow {flow.name}: real-time mode needs a free Spark task slot: all {slots} are "
             "held by other real-time flows; give Spark more slots (spark.master local[N] or "
             "more executor cores) or use mirror.mode = micro-batch")
-    return max(1, min(sum(assignment.values()), free, max(2, cores)))
+    wanted = flow.realtime_groups or max(1, cores // 2)
+    return max(1, min(sum(assignment.values()), free, wanted))
 
 
 class RealTimeWriter:

@@ -305,9 +305,11 @@ def test_realtime_mode_and_what_it_refuses() -> None:
     micro-batch mode (on by default, off when asked); micro-batch keys are refused with the key
     that replaces them."""
     flows = mm2_from_text(BASE + "B->A.enabled = true\nA->B.mirror.mode = realtime\n"
-                          "A->B.mirror.realtime.batch.duration.ms = 20000\n")
+                          "A->B.mirror.realtime.batch.duration.ms = 20000\n"
+                          "A->B.mirror.realtime.groups = 3\n")
     by_name = {flow.name: flow for flow in flows.flows}
     assert by_name["A->B"].realtime and by_name["A->B"].realtime_batch_ms == 20_000
+    assert by_name["A->B"].realtime_groups == 3 and by_name["B->A"].realtime_groups == 0
     assert by_name["A->B"].exactly_once_target is True
     assert not by_name["B->A"].realtime and by_name["B->A"].exactly_once_target is True
     assert not any("mirror." in n for n in flows.notices), flows.notices
@@ -323,6 +325,7 @@ def test_realtime_mode_and_what_it_refuses() -> None:
         ("mirror.max.records.per.batch = 10\n", "mirror.max.records.per.batch", "10"),
         ("mirror.realtime.batch.duration.ms = 1000\n", "mirror.realtime.batch.duration.ms",
          "1000"),
+        ("mirror.realtime.groups = -1\n", "mirror.realtime.groups", "-1"),
     ):
         with pytest.raises(ConfigError, match=rf"key '{key}', value '{value}'"):
             mm2_from_text(realtime + extra)

@@ -4,6 +4,7 @@ master and the sink options and producer defaults of a run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -66,10 +67,17 @@ def test_progress_is_reported_after_every_drain_and_counts_each_record_once() ->
 
 def test_a_realtime_flow_reads_a_group_of_partitions_per_task_slot() -> None:
     assignment = {"orders": 6, "audit": 2}
-    assert realtime_groups(FLOW, assignment, slots=32, taken=2, cores=4) == 4
-    assert realtime_groups(FLOW, assignment, slots=32, taken=29, cores=4) == 3
-    assert realtime_groups(FLOW, {"orders": 1}, slots=32, taken=0, cores=4) == 1
-    assert realtime_groups(FLOW, assignment, slots=32, taken=0, cores=1) == 2
+    # by default one group per two cores, at least one
+    assert realtime_groups(FLOW, assignment, slots=32, taken=2, cores=8) == 4
+    assert realtime_groups(FLOW, assignment, slots=32, taken=29, cores=8) == 3
+    assert realtime_groups(FLOW, {"orders": 1}, slots=32, taken=0, cores=8) == 1
+    assert realtime_groups(FLOW, assignment, slots=32, taken=0, cores=2) == 1
+    assert realtime_groups(FLOW, assignment, slots=32, taken=0, cores=1) == 1
+    # mirror.realtime.groups, within the partitions and the free slots
+    chosen = replace(FLOW, realtime_groups=6)
+    assert realtime_groups(chosen, assignment, slots=32, taken=0, cores=2) == 6
+    assert realtime_groups(chosen, {"orders": 4}, slots=32, taken=0, cores=2) == 4
+    assert realtime_groups(chosen, assignment, slots=32, taken=29, cores=2) == 3
     with pytest.raises(MirrorError, match=r"flow A->B: .* all 10 are held .*spark\.master"):
         realtime_groups(FLOW, assignment, slots=10, taken=10, cores=4)
 

@@ -23,6 +23,7 @@ from mirror_process import (
     read_partitions,
 )
 
+from kafka_mirror_testing.forms import MODE
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.multinode import MultiNodeKafkaCluster
 from kafka_mirror_testing.waiting import wait_for
@@ -33,9 +34,12 @@ BATCH = 1000
 
 
 def mirror_config(path: Path, source: str, destination: str, topic: str, extra: str = "",
-                  replicas: int = 1, realtime: bool = False) -> Path:
+                  replicas: int = 1, realtime: bool | None = None) -> Path:
     """The flow fsrc -> fdst of ``topic``; the topics it creates with ``replicas`` replicas;
-    ``realtime``: in real-time mode (no per-batch limit there)."""
+    ``realtime``: in real-time mode (no per-batch limit there); by default in the suite's mode
+    (``KAFKA_MIRROR_MODE``)."""
+    if realtime is None:
+        realtime = MODE == "realtime"
     path.write_text(
         "clusters = fsrc, fdst\n"
         f"fsrc.bootstrap.servers = {source}\n"

@@ -14,6 +14,13 @@ import pytest
 
 FULL: bool = os.environ.get("KAFKA_MIRROR_FULL", "") not in ("", "0")
 
+# the mode the fault suites' mirrors run in (KAFKA_MIRROR_MODE, in either form): micro-batch,
+# kafka-mirror's default, or realtime
+MODES = ("micro-batch", "realtime")
+MODE: str = os.environ.get("KAFKA_MIRROR_MODE", "") or MODES[0]
+if MODE not in MODES:
+    raise ValueError(f"KAFKA_MIRROR_MODE={MODE!r}: expected one of {', '.join(MODES)}")
+
 full_form_only = pytest.mark.skipif(not FULL, reason="full form only (KAFKA_MIRROR_FULL=1)")
 
 

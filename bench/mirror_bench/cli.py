@@ -261,9 +261,15 @@ def add_latency_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--km-realtime",
         action="store_true",
-        help="also run kafka-mirror in its real-time mode (with --latency or --scale: at the "
-        "same time, into a destination of its own; otherwise: one more mirror run of each "
+        help="also run a second kafka-mirror, in real-time mode (with --latency or --scale: at "
+        "the same time, into a destination of its own; otherwise: one more mirror run of each "
         "round); refused when kafka-mirror does not know a --km-realtime-setting key",
+    )
+    group.add_argument(
+        "--km-micro-batch",
+        action="store_true",
+        help="as --km-realtime, with kafka-mirror in micro-batch mode (its default mode is "
+        "real-time since stop 68: the kafka-mirror rows are real-time)",
     )
     group.add_argument(
         "--km-realtime-setting",
@@ -271,7 +277,8 @@ def add_latency_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="KEY=VALUE",
-        help="what makes kafka-mirror real-time (default mirror.mode=realtime)",
+        help="the second kafka-mirror's settings (default mirror.mode=realtime, with "
+        "--km-micro-batch mirror.mode=micro-batch)",
     )
 
 
@@ -299,8 +306,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.smoke:
         _apply_smoke(ns, parser)
+    ns.km_second_mode = "micro-batch" if ns.km_micro_batch else "real-time"
+    if ns.km_micro_batch:
+        ns.km_realtime = True  # the second kafka-mirror, in the other mode
     if ns.km_realtime_setting is None:
-        ns.km_realtime_setting = [("mirror.mode", "realtime")]
+        ns.km_realtime_setting = [
+            ("mirror.mode", "micro-batch" if ns.km_micro_batch else "realtime")]
     if min(ns.records, ns.partitions, ns.rounds, ns.producers) < 1 or ns.record_size < 32:
         print(
             "need --records, --partitions, --rounds, --producers >= 1 and --record-size >= 32",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 SOURCE_TOPIC = "bench"
 CEILING_TOPIC = "ceiling"
@@ -14,6 +15,7 @@ KM_METRICS = "kafka-mirror, metrics on"
 KM_AT_LEAST_ONCE = "kafka-mirror, exactly-once off"
 KM_STANDALONE = "kafka-mirror, Spark standalone"
 KM_REALTIME = "kafka-mirror, real-time"
+KM_MICRO_BATCH = "kafka-mirror, micro-batch"
 KM_COLD = "kafka-mirror, cold start"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SAMPLE_INTERVAL = 0.5
@@ -71,3 +73,9 @@ SCALE_PRODUCER_TUNING: dict[str, str] = {
 
 class MirrorFailed(RuntimeError):
     """A mirror exited early or did not deliver in time."""
+
+
+def second_km_label(settings: Mapping[str, str]) -> str:
+    """The name of the second kafka-mirror's results (``--km-realtime``, or ``--km-micro-batch``
+    now that real-time mode is kafka-mirror's default)."""
+    return KM_MICRO_BATCH if settings.get("mirror.mode") == "micro-batch" else KM_REALTIME

@@ -66,8 +66,8 @@ def add_failover_arguments(parser: argparse.ArgumentParser) -> None:
         "failover mode",
         "a flow on two instances under steady produce, the writing one killed (kill -9 of its "
         "process tree) half-way: lost, duplicates, stall; kafka-mirror (active + standby; with "
-        "--km-realtime its real-time mode too) and MirrorMaker 2 (two dedicated-mode nodes) one "
-        "after the other")
+        "--km-micro-batch its micro-batch mode too) and MirrorMaker 2 (two dedicated-mode "
+        "nodes) one after the other")
     group.add_argument("--failover", action="store_true", help="run the failover mode")
     group.add_argument("--failover-rate", type=float, default=5000.0,
                        help="records/s over the topic's partitions (default 5000)")
@@ -411,7 +411,7 @@ def run_failover(ns: argparse.Namespace, command: str) -> dict[str, Any]:
         "settings": {"rate": ns.failover_rate, "partitions": ns.partitions,
                      "duration_s": ns.duration, "record_size": ns.record_size,
                      "kill_at_s": ns.failover_kill_at or ns.duration / 2,
-                     "mm2_settings": dict(ns.mm2_setting)},
+                     "mm2_settings": dict(ns.mm2_setting), "second_mode": ns.km_second_mode},
         "machine": machine_info(), "loadavg": {"start": os.getloadavg()}, "runs": {},
     }
     source = LocalKafkaCluster("source", workdir, heap=ns.broker_heap)
@@ -428,7 +428,8 @@ def run_failover(ns: argparse.Namespace, command: str) -> dict[str, Any]:
             if kind in ("kafka-mirror", "kafka-mirror-rt"):
                 realtime = kind == "kafka-mirror-rt"
                 nodes = _km_nodes(ns, workdir, source, destinations[kind], topic, realtime)
-                label = f"kafka-mirror{' real-time' if realtime else ''} (active + standby)"
+                label = (f"kafka-mirror{f' {ns.km_second_mode}' if realtime else ''} "
+                         "(active + standby)")
                 marker = KM_STANDING_BY
             else:
                 nodes = _mm2_nodes(ns, workdir, source, destinations[kind], topic)
@@ -466,7 +467,8 @@ def format_failover(report: dict[str, Any]) -> str:
         ("longest partition stall (s)", "partition_stall_s"),
         ("all across, after the produce ended (s)", "all_across_s"),
     ]
-    labels = {"kafka-mirror": "kafka-mirror", "kafka-mirror-rt": "km real-time",
+    second = s.get("second_mode", "real-time")
+    labels = {"kafka-mirror": "kafka-mirror", "kafka-mirror-rt": f"km {second}",
               "mm2": "MirrorMaker 2"}
     width = 42
     lines = [f"failover: {s['rate']:,.0f} records/s into {s['partitions']} partitions for "

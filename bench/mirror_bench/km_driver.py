@@ -30,12 +30,12 @@ from .common import (
     KM_AT_LEAST_ONCE,
     KM_COLD,
     KM_METRICS,
-    KM_REALTIME,
     KM_STANDALONE,
     PRODUCER_TUNING,
     SOURCE_ALIAS,
     SOURCE_TOPIC,
     TARGET_ALIAS,
+    second_km_label,
 )
 from .measures import Measurement, MirrorResult, TreeSampler, log_time, measure
 from .workload import Workload
@@ -54,7 +54,8 @@ def kafka_mirror_executable() -> list[str]:
 
 
 def realtime_settings(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """The settings of the real-time kafka-mirror, refused unless kafka-mirror knows each key."""
+    """The settings of the second kafka-mirror (``--km-realtime``, ``--km-micro-batch``),
+    refused unless kafka-mirror knows each key."""
     from kafka_mirror.config.keys import FLOW_KEYS
 
     def flow_key(key: str) -> str:  # "A->B.key" is the flow's own "key"
@@ -64,9 +65,9 @@ def realtime_settings(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
     unknown = [k for k, _ in settings if flow_key(k) not in FLOW_KEYS]
     if unknown:
         raise SystemExit(
-            f"--km-realtime: kafka-mirror does not know {', '.join(unknown)} (not in "
-            "kafka_mirror.config.keys.FLOW_KEYS): its real-time mode is not built yet (issue "
-            "#11), or has another key; give it with --km-realtime-setting KEY=VALUE"
+            f"--km-realtime-setting: kafka-mirror does not know {', '.join(unknown)} (not in "
+            "kafka_mirror.config.keys.FLOW_KEYS): the key was renamed or is not built yet; give "
+            "it with --km-realtime-setting KEY=VALUE"
         )
     return dict(settings)
 
@@ -245,7 +246,7 @@ def run_kafka_mirror(
         scraper.start()
     try:
         label = (KM_STANDALONE if standalone is not None else KM_METRICS if metrics
-                 else KM_REALTIME if realtime is not None
+                 else second_km_label(realtime) if realtime is not None
                  else KM_AT_LEAST_ONCE if not exactly_once
                  else NAME if class_data_dir is not None else KM_COLD)
         result = measure(

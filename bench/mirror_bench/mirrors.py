@@ -16,7 +16,7 @@ from kafka_mirror_testing.stock_mm2 import StockMirrorMaker2
 
 from . import class_data, km_driver, mm2_driver
 from .clusters import start_clusters, stop_clusters_and_clean
-from .common import KM_REALTIME, MirrorFailed
+from .common import MirrorFailed, second_km_label
 from .latency_probe import latency_probe
 from .measures import TreeSampler
 from .rate_producer import RateProducer
@@ -155,7 +155,7 @@ def make_mirrors(
             km = km_driver.KafkaMirrorProcess(props, run_dir, spark_conf)
             mirrors.append(
                 Mirror(
-                    KM_REALTIME if kind == "kafka-mirror-rt" else km_driver.NAME,
+                    second_km_label(props) if kind == "kafka-mirror-rt" else km_driver.NAME,
                     kind,
                     destination,
                     km.start,

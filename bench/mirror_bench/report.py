@@ -17,6 +17,7 @@ from .common import (
     KM_AT_LEAST_ONCE,
     KM_COLD,
     KM_METRICS,
+    KM_MICRO_BATCH,
     KM_REALTIME,
     KM_STANDALONE,
     MB,
@@ -71,7 +72,8 @@ def render_table(
             (KM_METRICS, "metrics on", "on/off"),
             (KM_AT_LEAST_ONCE, "EO off", "off/on"),
             (KM_STANDALONE, "standalone", "st/local"),
-            (KM_REALTIME, "real-time", "rt/mb"),
+            (KM_REALTIME, "real-time", "rt/rt"),
+            (KM_MICRO_BATCH, "micro-batch", "mb/rt"),
             (KM_COLD, "cold start", "cold/warm"),
         )
         if (runs := [r for r in results if r.name == name])

@@ -135,7 +135,7 @@ def run_throughput(ns: argparse.Namespace) -> dict[str, Any]:
                            "kafka-mirror-at-least-once": ", mirror.exactly.once.target = false)",
                            "kafka-mirror-standalone": f", Spark standalone, {ns.km_standalone} "
                                                       "workers of 1 core)",
-                           "kafka-mirror-realtime": ", real-time mode)",
+                           "kafka-mirror-realtime": f", {ns.km_second_mode} mode)",
                            "kafka-mirror-cold": ", without the class data archive)",
                            }.get(kind, ")"),
                         flush=True,

@@ -53,8 +53,8 @@ def mirror_config(path: Path, source: str, destination: str, topic: str, extra: 
         "emit.heartbeats.enabled = false\n"
         "sync.topic.acls.enabled = false\n"
         "refresh.topics.interval.seconds = 3\n"
-        + ("mirror.mode = realtime\n" if realtime else
-           f"mirror.max.records.per.batch = {BATCH}\n")
+        + ("" if realtime else  # real-time mode is the default
+           f"mirror.mode = micro-batch\nmirror.max.records.per.batch = {BATCH}\n")
         + "mirror.lag.commit.interval.ms = 1000\n"
         "spark.driver.memory = 768m\nspark.master = local[2]\n"
         # the class data archive the test mirrors share (one built per machine, not one per test)

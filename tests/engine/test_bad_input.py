@@ -177,10 +177,13 @@ def test_two_instances_on_one_state_dir(
 
 @pytest.mark.kafka
 @pytest.mark.spark
+@pytest.mark.parametrize("mode", ["realtime", "micro-batch"])
 def test_record_too_large_for_the_destination_stops_the_flow_naming_it(
     source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
-    unique_topic: str, tmp_path: Path,
+    unique_topic: str, tmp_path: Path, mode: str,
 ) -> None:
+    """In real-time mode, as soon as the producer reports the refusal: Spark's sink would only
+    with the task's next record, or at the batch's end (5 minutes)."""
     topic = unique_topic
     source_cluster.create_topic(topic, 2)
     # configs not synced: the destination topic keeps its small limit
@@ -192,21 +195,22 @@ def test_record_too_large_for_the_destination_stops_the_flow_naming_it(
     config.write_text(mm2_properties(
         source_cluster, destination_cluster,
         f"topics = {topic}\nsync.topic.configs.enabled = false\nemit.heartbeats.enabled = false\n"
-        "heartbeats.replication.enabled = false\n"))
+        f"heartbeats.replication.enabled = false\nmirror.mode = {mode}\n"))
     mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
                            tmp_path / "mirror.log").start()
     try:
-        code = mirror.wait_exit(300)  # on its own: every flow stopped
+        code = mirror.wait_exit(120)  # on its own: every flow stopped
     finally:
         mirror.cleanup()
     output = mirror.output()
     assert code == 1, output[-4000:]
     final = [ln for ln in output.splitlines() if ln.startswith("kafka-mirror: ")]
     assert len(final) == 1, output[-4000:]
+    refused = (f"{topic}[1] offset 0 -> source.{topic}[1]" if mode == "realtime"
+               else f"batch 0 ({topic}[1] offsets 0..0 -> source.{topic}[1])")
     assert final[0].startswith(
         "kafka-mirror: every flow stopped for good: source->destination: cluster 'destination' "
-        f"refused batch 0 ({topic}[1] offsets 0..0 -> source.{topic}[1]): "
-        "RecordTooLargeException: "), final[0]
+        f"refused {refused}: RecordTooLargeException: "), final[0]
     assert output.count("stopped for good (RecordTooLargeException)") == 1  # no retry loop
     # nothing skipped: the refused record is still to be mirrored (the flow's positions did
     # not move past it), and none was written

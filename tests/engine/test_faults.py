@@ -10,8 +10,8 @@ The CI form is short: 3 kills (a broker killed and restarted, network cuts and a
 the CI form of the 3-node suite, test_faults_3node.py). ``KAFKA_MIRROR_FULL=1`` (the full form of
 every long suite) runs 10 kills, both broker restarts, 60 s cuts from both sides and the
 destination out of disk. ``KAFKA_MIRROR_FAULTS`` picks the broker restarts
-(``destination,source``) and runs them in either form; ``KAFKA_MIRROR_MODE=realtime`` runs the
-mirrors in real-time mode.
+(``destination,source``) and runs them in either form; the mirrors run in kafka-mirror's
+default mode, real-time; ``KAFKA_MIRROR_MODE=micro-batch`` runs them in micro-batch mode.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ CI form: leader moves, the destination's leader node killed, the ISR shrink, the
 a 30 s cut from the source with ``spark.network.timeout`` at 20 s. ``KAFKA_MIRROR_FULL=1`` adds
 the source's leader node killed, the quota throttle followed by ``kill -9`` of the mirror (whose
 known duplicates are bounded and reported, not yet 0), and cuts from either side of 150 s with
-Spark's default timeout (120 s). ``KAFKA_MIRROR_MODE=realtime`` runs the mirrors in real-time
-mode.
+Spark's default timeout (120 s). The mirrors run in real-time mode, the default;
+``KAFKA_MIRROR_MODE=micro-batch`` runs them in micro-batch mode.
 """
 
 from __future__ import annotations

@@ -186,8 +186,8 @@ def test_executors_in_other_jvms_send_their_topic_latency_to_the_driver() -> Non
 
 
 # real-time mode with batches longer than the test: what it reports comes from the drains
-MODES = {"micro-batch": "",
-         "realtime": "mirror.mode = realtime\nmirror.realtime.batch.duration.ms = 600000\n"
+MODES = {"micro-batch": "mirror.mode = micro-batch\n",
+         "realtime": "mirror.realtime.batch.duration.ms = 600000\n"
                      "spark.master = local[8]\n"}
 
 

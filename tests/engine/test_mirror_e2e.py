@@ -72,12 +72,12 @@ def _mirror_has(destination: LocalKafkaCluster, target: str, expected: dict[int,
     return all(ends.get(p, -1) >= n for p, n in expected.items())
 
 
-# Spark's real-time mode (mirror.mode = realtime) holds a task slot per source partition; its
+# real-time mode (the default) holds a task slot per group of source partitions; its
 # batches here outlast every step of the tests: stops and topic changes must not wait for a
 # batch's end, nor write a record twice, and the lag group must move between batch ends
 MODES = {
-    "micro-batch": "",
-    "realtime": "mirror.mode = realtime\nmirror.realtime.batch.duration.ms = 120000\n"
+    "micro-batch": "mirror.mode = micro-batch\n",
+    "realtime": "mirror.realtime.batch.duration.ms = 120000\n"
                 "spark.master = local[24]\n",
 }
 

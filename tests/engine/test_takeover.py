@@ -40,7 +40,7 @@ from kafka_mirror.control.mm2_positions import (
     read_mm2_positions,
     write_mm2_positions,
 )
-from kafka_mirror.engine.positions import FlowState
+from kafka_mirror.engine.acked_positions import copied_positions
 from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, write_properties
 from kafka_mirror_testing.records import Message, produce
@@ -98,9 +98,10 @@ def _caught_up(source: LocalKafkaCluster, topic: str, destination: LocalKafkaClu
 
 
 def _state_positions(state_dir: Path) -> dict[tuple[str, int], int]:
-    """The positions of the last batch Spark recorded as committed, each flow in ``state_dir``."""
+    """The positions each flow in ``state_dir`` recorded (its last committed batch's, or in
+    real-time mode its acknowledged records')."""
     flows = [d for d in state_dir.iterdir() if d.is_dir()] if state_dir.is_dir() else []
-    return {tp: o for d in flows for tp, o in (FlowState(d).last_positions() or {}).items()}
+    return {tp: o for d in flows for tp, o in (copied_positions(d) or {}).items()}
 
 
 def _spec(cluster: LocalKafkaCluster, alias: str) -> ClusterSpec:
@@ -294,11 +295,11 @@ def test_way_back_to_mirrormaker2(
     try:
         wait_for(lambda: _caught_up(source_cluster, topic, destination_cluster, remote), 240,
                  "kafka-mirror copied 200", mirror)
-        # and Spark recorded the batch's commit in the state directory (export-mm2's source below;
+        # and the flow recorded its positions in the state directory (export-mm2's source below;
         # the records are on the target a moment before that)
         ends = {(topic, p): end for p, end in end_offsets(source_cluster, topic).items()}
         wait_for(lambda: _state_positions(tmp_path / "state-mirror") == ends, 60,
-                 "the batch's commit recorded in the state directory", mirror)
+                 "the positions recorded in the state directory", mirror)
         exit_code, _ = mirror.terminate()
         assert exit_code == 0, mirror.output()[-3000:]
     finally:

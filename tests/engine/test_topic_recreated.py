@@ -58,8 +58,8 @@ WITHOUT_IT = "mirroring 1 topics, 1 partitions"
 
 # real-time mode: no batch ends while the test runs, the acknowledged positions are all it has
 MODES = {
-    "micro-batch": "",
-    "realtime": "mirror.mode = realtime\nmirror.realtime.batch.duration.ms = 600000\n"
+    "micro-batch": "mirror.mode = micro-batch\n",
+    "realtime": "mirror.realtime.batch.duration.ms = 600000\n"
                 "spark.master = local[8]\n",
 }
 

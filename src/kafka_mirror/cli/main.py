@@ -18,6 +18,7 @@ from types import FrameType
 from kafka_mirror.config.mm1 import add_legacy_arguments, legacy_config
 from kafka_mirror.config.mm2 import load_mm2
 from kafka_mirror.config.model import FlowSpec, MirrorConfig
+from kafka_mirror.config.modes import fit_modes
 from kafka_mirror.errors import ConfigError, MirrorError
 from kafka_mirror.jvm_artifacts import JvmArtifactsMissing
 from kafka_mirror.kafka.clients import admin_properties, check_data_path_keys, consumer_properties
@@ -234,11 +235,12 @@ def _describe_syncs(config: MirrorConfig, flow: FlowSpec) -> list[str]:
 
     syncs = flow.syncs
     once = ", exactly once on the target" if flow.exactly_once_target else ", at-least-once"
+    why = f", {flow.mode_reason}" if flow.mode_reason else ""
     if flow.realtime:
         mode = (f"  mode: real-time (batches of {flow.realtime_batch_ms} ms, one Spark task slot "
-                f"per group of source partitions){once}")
+                f"per group of source partitions{why}){once}")
     else:
-        mode = "  mode: micro-batch" + once
+        mode = f"  mode: micro-batch{f' ({flow.mode_reason})' if why else ''}{once}"
     lines = [
         mode,
         f"  topic configs: {'synced' if flow.sync_topic_configs else 'not synced'}"
@@ -383,7 +385,7 @@ def _describe_config(config: MirrorConfig, label: str) -> None:
 
 
 def _check_config(path: Path) -> int:
-    _describe_config(load_mm2(path), str(path))
+    _describe_config(fit_modes(load_mm2(path)), str(path))
     return 0
 
 
@@ -415,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(load_mm2(ns.config), ns)
         if ns.command == "legacy":
             if ns.check:
-                _describe_config(legacy_config(ns), "MirrorMaker 1 flags")
+                _describe_config(fit_modes(legacy_config(ns), _cli_spark_conf(ns)),
+                                 "MirrorMaker 1 flags")
                 return 0
             return _run(legacy_config(ns), ns)
         if ns.command == "verify":

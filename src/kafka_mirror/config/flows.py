@@ -91,9 +91,19 @@ def _legacy(values: Values, key: str, legacy: str) -> str:
     return key if key in values.props else legacy
 
 
-def _mode(values: Values) -> str:
-    """``mirror.mode``; the micro-batch-only keys are refused in real-time mode."""
-    mode = values.choice("mirror.mode", MICRO_BATCH, (MICRO_BATCH, REALTIME))
+MICRO_BATCH_KEYS = ("mirror.max.records.per.batch", "mirror.trigger.interval.ms")
+
+
+def _mode(values: Values) -> tuple[str, str]:
+    """``mirror.mode`` and why, when it was not set: real-time mode by default, micro-batch mode
+    when a micro-batch-only key is set (a configuration tuned for micro-batches keeps them);
+    those keys are refused in real-time mode."""
+    chosen = [key for key in MICRO_BATCH_KEYS if key in values.props]
+    if "mirror.mode" not in values.props:
+        if chosen:
+            return MICRO_BATCH, f"{chosen[0]} is set"
+        return REALTIME, "the default"
+    mode = values.choice("mirror.mode", REALTIME, (MICRO_BATCH, REALTIME))
     if mode == REALTIME and "mirror.trigger.interval.ms" in values.props:
         raise values.error("mirror.trigger.interval.ms",
                            "a trigger interval is for micro-batch mode; with mirror.mode = "
@@ -102,7 +112,7 @@ def _mode(values: Values) -> str:
         raise values.error("mirror.max.records.per.batch",
                            "real-time mode reads without a per-batch limit; remove the key or "
                            "use mirror.mode = micro-batch")
-    return mode
+    return mode, ""
 
 
 def flow_settings(
@@ -125,7 +135,7 @@ def flow_settings(
     )
     exclude_cfg_key = _legacy(values, "config.properties.exclude", "config.properties.blacklist")
     flow_id = f"{source.alias}_to_{target.alias}"
-    mode = _mode(values)
+    mode, mode_reason = _mode(values)
     return FlowSpec(
         source=source,
         target=target,
@@ -159,6 +169,7 @@ def flow_settings(
         lease_ms=_lease_ms(values),
         exactly_once_target=exactly_once_target(values),
         mode=mode,
+        mode_reason=mode_reason,
         realtime_batch_ms=values.integer("mirror.realtime.batch.duration.ms", 300_000, 5_000),
         realtime_groups=values.integer("mirror.realtime.groups", 0, 0),
     )

@@ -114,11 +114,13 @@ class FlowSpec:
     lease_ms: int = 5_000
     # mirror.exactly.once.target: at every (re)start, skip what a cut batch already wrote
     exactly_once_target: bool = True
-    # mirror.mode: micro-batch (default) or realtime (Spark's real-time mode, one task slot per
-    # group of partitions); mirror.realtime.batch.duration.ms: how long one real-time batch
-    # reads before Spark commits its positions; mirror.realtime.groups: how many groups (tasks,
-    # consumers) a real-time query reads, 0: one per two cores
-    mode: str = "micro-batch"
+    # mirror.mode: realtime (the default: Spark's real-time mode, one task slot per group of
+    # partitions) or micro-batch (the default when a micro-batch key is set; mode_reason says
+    # which, empty when mirror.mode was set); mirror.realtime.batch.duration.ms: how long one
+    # real-time batch reads before Spark commits its positions; mirror.realtime.groups: how many
+    # groups (tasks, consumers) a real-time query reads, 0: one per two cores
+    mode: str = REALTIME
+    mode_reason: str = ""
     realtime_batch_ms: int = 300_000
     realtime_groups: int = 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kafka_mirror.config.model import ClusterSpec, FlowSpec, MirrorConfig
 from kafka_mirror.control.mm2_positions import mm2_offsets_topic, write_mm2_positions
-from kafka_mirror.engine.positions import FlowState
+from kafka_mirror.engine.acked_positions import copied_positions
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.internal_topics import InternalRecord, InternalTopicReader
@@ -125,12 +125,13 @@ class HandBack:
 
 def hand_back_to_mm2(config: MirrorConfig, state_dir: Path, to_cluster: str | None = None,
                      from_cluster: str | None = None) -> list[HandBack]:
-    """Write each flow's committed positions where MirrorMaker 2 (dedicated mode) looks for
+    """Write each flow's positions (its committed batches', in real-time mode its acknowledged
+    records') where MirrorMaker 2 (dedicated mode) looks for
     them, so MM2 started on the same mm2.properties continues where kafka-mirror stopped.
     Refused while MM2's worker group has members (MM2 still running)."""
     out = []
     for flow in flows_into(config, to_cluster, from_cluster):
-        positions = FlowState(state_dir / flow.path_name).last_positions()
+        positions = copied_positions(state_dir / flow.path_name)
         if not positions:
             raise MirrorError(
                 f"flow {flow.name} has no committed positions under {state_dir}: nothing to "

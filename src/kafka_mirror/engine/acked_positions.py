@@ -25,10 +25,17 @@ from pathlib import Path
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
-from kafka_mirror.engine.positions import Positions
+from kafka_mirror.engine.positions import FlowState, Positions
 from kafka_mirror.state.files import read_json, write_json
 
 FILE = "acked-positions.json"
+
+
+def copied_positions(flow_dir: Path) -> Positions | None:
+    """Where a flow's copy ends by its state directory ``flow_dir``, in either mode: the last
+    committed batch's positions, each moved on to the acknowledged one where that is further
+    (real-time mode, whose batches commit minutes apart); None when neither exists."""
+    return AckedPositions(flow_dir / FILE).resume(FlowState(flow_dir).last_positions())
 
 
 class AckedPositions:

@@ -126,7 +126,8 @@ def realtime_groups(flow: FlowSpec, assignment: Mapping[str, int], slots: int, t
     """How many groups of partitions a real-time query reads: one long-running task each (one
     Kafka consumer for the group's partitions): ``mirror.realtime.groups``, or by default one per
     two cores (at least one), never more than the partitions or the task slots other real-time
-    flows left free; fails naming ``spark.master`` when none is free.
+    flows left free (``taken``: theirs, and one for micro-batch flows' tasks if there are any);
+    fails naming ``spark.master`` when none is free.
 
     Half the cores, not all of them: each task reads and sends on one thread, while the sink's
     producer sends from a thread of its own and the driver works beside them; on 2 cores one
@@ -136,7 +137,8 @@ def realtime_groups(flow: FlowSpec, assignment: Mapping[str, int], slots: int, t
     if free < 1:
         raise MirrorError(
             f"flow {flow.name}: real-time mode needs a free Spark task slot: all {slots} are "
-            "held by other real-time flows; give Spark more slots (spark.master local[N] or "
+            "held by other real-time flows (or kept for micro-batch flows' tasks); give Spark "
+            "more slots (spark.master local[N] or "
             "more executor cores) or use mirror.mode = micro-batch")
     wanted = flow.realtime_groups or max(1, cores // 2)
     return max(1, min(sum(assignment.values()), free, wanted))
@@ -176,6 +178,29 @@ class RealTimeWriter:
                 return None
         written = parse_ranges(self.flow, self.assignment, text, batch_id)
         return written if written.copies else None
+
+    def failure(self) -> str | None:
+        """The first record of the run the target failed (the producer gave up on it), as
+        ``cluster '<target>' refused <source topic>[p] offset N -> <target topic>[p]:
+        <Exception>: <message>``; None while none failed (or the JVM does not answer). Spark's
+        sink would report it only with the task's next record or at the batch's end, minutes
+        later when no record follows; executors in other JVMs report theirs that way."""
+        if self._jvm is None:
+            return None
+        try:
+            text = str(self._jvm.io.kafkamirror.CopiedRanges.failure(self.run_key))
+        except Exception as exc:
+            log.debug("flow %s: failed sends not read (%s)", self.flow.name, exc)
+            return None
+        fields = text.split("\t", 3)
+        if len(fields) != 4:
+            return None
+        target, partition, offset, reason = fields
+        sources = {self.flow.target_topic(topic): topic for topic in self.assignment}
+        where = (f"{sources.get(target, target)}[{partition}] "
+                 + (f"offset {offset}" if offset != "-1" else "a record")
+                 + f" -> {target}[{partition}]")
+        return f"cluster '{self.flow.target.alias}' refused {where}: {reason}"
 
     def settle(self, timeout: float) -> bool:
         """After the query stopped: waits (at most ``timeout`` seconds) until the target

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror import jvm_artifacts
+from kafka_mirror.config.modes import DEFAULT_MASTER, LOCAL_MASTER, REALTIME_LOCAL_SLOTS
 from kafka_mirror.engine.class_data import JAVA_OPTIONS_KEY
 from kafka_mirror.errors import ConfigError, MirrorError
 
 DEFAULT_SPARK_CONF = {
     "spark.app.name": "kafka-mirror",
-    "spark.master": "local[*]",
+    "spark.master": DEFAULT_MASTER,
     "spark.driver.memory": "1g",
     "spark.ui.enabled": "false",
     "spark.sql.streaming.minBatchesToRetain": "20",
@@ -73,11 +74,6 @@ def connector_jars(jars_dir: Path | None) -> list[Path]:
     return jars
 
 
-# Real-time mode holds a task slot per group of source partitions for as long as a flow runs
-# (tasks wait on the source, they do not burn a core): local mode then runs this many task threads.
-REALTIME_LOCAL_SLOTS = 32
-
-
 def realtime_master(conf: Mapping[str, str]) -> dict[str, str]:
     """The conf with room for real-time flows: the default ``local[*]`` becomes
     ``local[REALTIME_LOCAL_SLOTS]``. A master the user chose is left alone."""
@@ -92,13 +88,12 @@ LOCAL_MODE_CONF = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress":
 
 
 DRIVER_CLASS_PATH = "spark.driver.extraClassPath"
-_LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
 def _in_driver_jvm(master: str) -> bool:
     """Local mode (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``): tasks run in the
     driver's JVM (``local-cluster`` has executors of their own)."""
-    return _LOCAL_MASTER.fullmatch(master.strip()) is not None
+    return LOCAL_MASTER.fullmatch(master.strip()) is not None
 
 
 # Brings the per-topic replication latency executors record to the driver (jvm/interceptor).

@@ -335,8 +335,10 @@ class FlowRunner:
         with self.slots if self.flow.realtime else nullcontext():
             groups = None
             if self.flow.realtime:
-                taken = sum(peer.realtime_slots for peer in self.peers.values()
-                            if peer is not self)
+                others = [peer for peer in self.peers.values() if peer is not self]
+                # micro-batch flows' tasks need a slot the real-time queries leave free
+                taken = sum(peer.realtime_slots for peer in others) + any(
+                    not peer.flow.realtime for peer in others)
                 groups = realtime_groups(self.flow, assignment,
                                          int(spark.sparkContext.defaultParallelism), taken,
                                          os.cpu_count() or 1)
@@ -588,6 +590,10 @@ class FlowRunner:
                 self._query_ended()
                 return
             self.drain_copies()
+            refused = writer.failure() if isinstance(writer, RealTimeWriter) else None
+            if refused is not None:
+                self._send_failed(refused)
+                return
             if self.flow.realtime and self.query is not None:
                 self._check_running_source(spark)
                 if self.failed is not None:
@@ -626,6 +632,22 @@ class FlowRunner:
             warm_frame(spark, self.flow, assignment, self.with_latency)
             if self.exactly_once is not None and not self.closing:
                 self.exactly_once.warm_readers(spark, min(assignment))
+
+    def _send_failed(self, refused: str) -> None:
+        """Real-time mode: the target failed a record the run sent (``refused`` names it), which
+        Spark's sink reports only with the task's next record or at the batch's end. The query
+        stops (the next run resumes after the last record acknowledged, so nothing is skipped);
+        the flow stops for good when the target refuses the record for good, else this is a
+        failure a retry may cure (the restart proves what the target got)."""
+        self.stop()
+        self.assignment = {}
+        permanent = permanent_failure(refused)
+        if permanent is None:
+            raise MirrorError(f"query failed: {refused}")
+        self.failed = refused
+        log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
+                  first_line(refused))
+        self.metrics.failed(self.flow, error_kind(refused), first_line(refused))
 
     def _query_ended(self) -> None:
         """The query stopped by itself: for good when the target refuses a record (the flow
@@ -723,6 +745,7 @@ class FlowRunner:
                             STOP_GRACE_SECONDS)
             self.drain_copies(writer)
             writer.forget()
+            self._close_callback_connections()
             return
         deadline = time.monotonic() + STOP_GRACE_SECONDS
         while time.monotonic() < deadline and query.isActive:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror.config.model import MirrorConfig
+from kafka_mirror.config.modes import fit_modes
 from kafka_mirror.engine.batches import BatchHook
 from kafka_mirror.engine.class_data import CLASS_DATA_DIR, ClassData
 from kafka_mirror.engine.session import (
@@ -64,12 +65,14 @@ class Mirror:
         jars_dir: Path | None = None,
         connect_timeout: float = 30.0,
     ) -> None:
-        self.config = config
+        self.cli_spark_conf = dict(cli_spark_conf or {})
+        # flows in real-time mode by default that a local master has no slot for run
+        # micro-batches (kafka_mirror.config.modes)
+        self.config = config = fit_modes(config, self.cli_spark_conf)
         served = MirrorMetrics() if config.metrics is not None else None
         self.metrics: Metrics = served if served is not None else NullMetrics()
         self.status = MirrorStatus(served) if served is not None else None
         self.state_dir = state_dir
-        self.cli_spark_conf = dict(cli_spark_conf or {})
         self.jars_dir = jars_dir
         self.connect_timeout = connect_timeout
 

@@ -14,9 +14,9 @@ import pytest
 
 FULL: bool = os.environ.get("KAFKA_MIRROR_FULL", "") not in ("", "0")
 
-# the mode the fault suites' mirrors run in (KAFKA_MIRROR_MODE, in either form): micro-batch,
-# kafka-mirror's default, or realtime
-MODES = ("micro-batch", "realtime")
+# the mode the fault suites' mirrors run in (KAFKA_MIRROR_MODE, in either form): realtime,
+# kafka-mirror's default, or micro-batch
+MODES = ("realtime", "micro-batch")
 MODE: str = os.environ.get("KAFKA_MIRROR_MODE", "") or MODES[0]
 if MODE not in MODES:
     raise ValueError(f"KAFKA_MIRROR_MODE={MODE!r}: expected one of {', '.join(MODES)}")

@@ -301,17 +301,18 @@ def test_exactly_once_target_switch() -> None:
 
 
 def test_realtime_mode_and_what_it_refuses() -> None:
-    """``mirror.mode = realtime`` (per flow or top level): exactly once on the target as in
-    micro-batch mode (on by default, off when asked); micro-batch keys are refused with the key
-    that replaces them."""
-    flows = mm2_from_text(BASE + "B->A.enabled = true\nA->B.mirror.mode = realtime\n"
-                          "A->B.mirror.realtime.batch.duration.ms = 20000\n"
-                          "A->B.mirror.realtime.groups = 3\n")
+    """``mirror.mode = realtime`` (per flow or top level, and the default): exactly once on the
+    target as in micro-batch mode (on by default, off when asked); micro-batch keys are refused
+    with the key that replaces them."""
+    flows = mm2_from_text(BASE + "B->A.enabled = true\nA->B.mirror.mode = micro-batch\n"
+                          "B->A.mirror.realtime.batch.duration.ms = 20000\n"
+                          "B->A.mirror.realtime.groups = 3\n")
     by_name = {flow.name: flow for flow in flows.flows}
-    assert by_name["A->B"].realtime and by_name["A->B"].realtime_batch_ms == 20_000
-    assert by_name["A->B"].realtime_groups == 3 and by_name["B->A"].realtime_groups == 0
-    assert by_name["A->B"].exactly_once_target is True
-    assert not by_name["B->A"].realtime and by_name["B->A"].exactly_once_target is True
+    assert by_name["B->A"].realtime and by_name["B->A"].realtime_batch_ms == 20_000
+    assert by_name["B->A"].realtime_groups == 3 and by_name["A->B"].realtime_groups == 0
+    assert by_name["B->A"].exactly_once_target is True
+    assert by_name["B->A"].mode_reason == "the default" and by_name["A->B"].mode_reason == ""
+    assert not by_name["A->B"].realtime and by_name["A->B"].exactly_once_target is True
     assert not any("mirror." in n for n in flows.notices), flows.notices
     realtime = BASE + "mirror.mode = realtime\n"
     assert "maxOffsetsPerTrigger" not in spark_source_options(mm2_from_text(realtime).flows[0])
@@ -329,6 +330,18 @@ def test_realtime_mode_and_what_it_refuses() -> None:
     ):
         with pytest.raises(ConfigError, match=rf"key '{key}', value '{value}'"):
             mm2_from_text(realtime + extra)
+
+
+@pytest.mark.parametrize("key", ["mirror.max.records.per.batch", "mirror.trigger.interval.ms"])
+def test_a_micro_batch_key_keeps_a_flow_without_a_mode_in_micro_batch_mode(key: str) -> None:
+    """A configuration tuned for micro-batches (written before real-time mode became the
+    default) keeps running them, saying why; a flow without the key takes the default."""
+    flows = mm2_from_text(BASE + f"B->A.enabled = true\nA->B.{key} = 100\n")
+    by_name = {flow.name: flow for flow in flows.flows}
+    assert by_name["A->B"].mode == "micro-batch"
+    assert by_name["A->B"].mode_reason == f"{key} is set"
+    assert by_name["B->A"].realtime
+    assert mm2_from_text(BASE + f"{key} = 100\n").flows[0].mode == "micro-batch"
 
 
 def test_class_data_sharing_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -141,7 +141,8 @@ def test_acknowledged_positions_move_forward_only_and_survive_a_restart(tmp_path
 
 def test_realtime_producer_lingers_like_kafkas_default_unless_set() -> None:
     assert producer_properties(FLOW)["linger.ms"] == "5"
-    assert producer_properties(_flow(""))["linger.ms"] == "20"  # micro-batch mode
+    assert producer_properties(_flow(""))["linger.ms"] == "5"  # the default mode
+    assert producer_properties(_flow("mirror.mode = micro-batch\n"))["linger.ms"] == "20"
     tuned = _flow("mirror.mode = realtime\nB.producer.linger.ms = 50\n")
     assert producer_properties(tuned)["linger.ms"] == "50"
 

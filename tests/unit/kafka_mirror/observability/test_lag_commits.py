@@ -17,7 +17,8 @@ from kafka_mirror.engine.batches import BatchCommitted
 from kafka_mirror.observability.lag import LagCommitter
 
 CONFIG = ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1\n"
-          "a->b.enabled = true\na->b.mirror.lag.commit.interval.ms = 0\n")
+          "a->b.enabled = true\na->b.mirror.lag.commit.interval.ms = 0\n"
+          "mirror.mode = micro-batch\n")  # real-time mode commits as records are acknowledged
 
 
 class FakeConsumer:

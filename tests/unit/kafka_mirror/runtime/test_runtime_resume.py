@@ -25,6 +25,7 @@ CONFIG = """clusters = A, B
 A.bootstrap.servers = 127.0.0.1:1
 B.bootstrap.servers = 127.0.0.1:2
 A->B.enabled = true
+mirror.mode = micro-batch
 """
 Key = tuple[str, int]
 

@@ -213,7 +213,8 @@ def test_offset_syncs_location_and_check_config_listing(
                       "sync.topic.acls.enabled = false\n", encoding="utf-8")
     assert main(["check-config", str(config)]) == 0
     out = capsys.readouterr().out
-    assert "offset syncs: mm2-offset-syncs.B.internal on A, after every batch" in out
+    assert ("offset syncs: mm2-offset-syncs.B.internal on A, about every second (acknowledged "
+            "records)") in out
     assert "checkpoints: groups app-.* excluding console-consumer-.*" in out
     assert "into A.checkpoints.internal on B" in out
     assert "group offsets: committed on B every 60 s for absent or empty groups" in out

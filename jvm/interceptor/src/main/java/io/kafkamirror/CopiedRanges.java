@@ -39,6 +39,8 @@ public final class CopiedRanges {
       new ConcurrentHashMap<>();
   // driver only: ranges executors in other JVMs sent, per run, as drain() text
   private static final ConcurrentHashMap<String, StringBuilder> REMOTE = new ConcurrentHashMap<>();
+  // run -> the first send the target failed in this JVM, as failure() text
+  private static final ConcurrentHashMap<String, String> FAILURES = new ConcurrentHashMap<>();
 
   private CopiedRanges() {}
 
@@ -51,13 +53,14 @@ public final class CopiedRanges {
     String key = topic + '\t' + partition;
     Tracker tracker = trackers.get(key);
     if (tracker == null) {
-      tracker = trackers.computeIfAbsent(key, k -> new Tracker(topic, partition));
+      tracker = trackers.computeIfAbsent(key, k -> new Tracker(run, topic, partition));
     }
     return tracker;
   }
 
   /** One target partition of one run. */
   static final class Tracker {
+    final String run;
     final String topic;
     final int partition;
     private final ArrayDeque<Long> waiting = new ArrayDeque<>();
@@ -74,7 +77,8 @@ public final class CopiedRanges {
     // the largest age (ms) a record of the open range had when acknowledged; -1: none known
     private long oldest = -1;
 
-    Tracker(String topic, int partition) {
+    Tracker(String run, String topic, int partition) {
+      this.run = run;
       this.topic = topic;
       this.partition = partition;
     }
@@ -86,14 +90,19 @@ public final class CopiedRanges {
     }
 
     /** The target acknowledged the oldest record waiting at {@code targetOffset} (negative:
-     * unknown), or failed it; {@code bytes}: the record's key and value sizes; {@code ageMs}:
-     * its age (now minus its timestamp; negative: unknown). */
-    synchronized void acknowledged(long targetOffset, boolean error, long bytes, long ageMs) {
+     * unknown), or failed it ({@code error} not null: the first failure of the run is kept for
+     * {@link CopiedRanges#failure}); {@code bytes}: the record's key and value sizes;
+     * {@code ageMs}: its age (now minus its timestamp; negative: unknown). */
+    synchronized void acknowledged(long targetOffset, Exception error, long bytes, long ageMs) {
       if (failed) {
         return;
       }
       Long source = waiting.pollFirst();
-      if (error || source == null || targetOffset < 0) {
+      if (error != null) {
+        FAILURES.putIfAbsent(run, topic + '\t' + partition + '\t' + (source == null ? -1 : source)
+            + '\t' + error.getClass().getSimpleName() + ": " + error.getMessage());
+      }
+      if (error != null || source == null || targetOffset < 0) {
         failed = true;
         waiting.clear();
         close();
@@ -185,10 +194,24 @@ public final class CopiedRanges {
     return count;
   }
 
+  /**
+   * The first record of {@code run} the target failed in this JVM (the producer gave up on it:
+   * its retries and delivery timeout were spent, or the target refused it for good), as target
+   * topic, partition, the record's source offset (-1: unknown) and the exception's class and
+   * message, tab-separated; empty when none failed. Spark's sink reports the failure only when
+   * the task writes its next record or the batch ends, possibly minutes later in real-time mode:
+   * the driver asks at every drain.
+   */
+  public static String failure(String run) {
+    String failed = FAILURES.get(run);
+    return failed == null ? "" : failed;
+  }
+
   /** Forgets a run (its query stopped and its ranges were drained). */
   public static void forget(String run) {
     RUNS.remove(run);
     REMOTE.remove(run);
+    FAILURES.remove(run);
   }
 
   private static void line(StringBuilder out, String topic, int partition, long[] range) {

@@ -143,7 +143,7 @@ public final class TimestampRestoringInterceptor implements ProducerInterceptor<
       try {
         CopiedRanges.tracker(copies, metadata.topic(), metadata.partition()).acknowledged(
             exception == null && metadata.hasOffset() ? metadata.offset() : -1L,
-            exception != null,
+            exception,
             (long) Math.max(0, metadata.serializedKeySize())
                 + Math.max(0, metadata.serializedValueSize()),
             age);

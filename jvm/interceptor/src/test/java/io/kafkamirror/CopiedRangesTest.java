@@ -96,13 +96,17 @@ class CopiedRangesTest {
     send(interceptor, 0, 0);
     send(interceptor, 0, 1);
     send(interceptor, 0, 2);
+    assertEquals("", CopiedRanges.failure("failed"));
     ack(interceptor, 0, 0, null);
-    ack(interceptor, 0, -1, new RuntimeException("refused"));
+    ack(interceptor, 0, -1, new IllegalStateException("refused"));
     ack(interceptor, 0, 1, null);
     send(interceptor, 0, 3);
     ack(interceptor, 0, 2, null);
     assertEquals("t\t0\t0\t1\t0\t1\t1\t1\t2\t-1\n", CopiedRanges.drain("failed"));
+    // the first failure is kept, with the failed record's source offset, until the run ends
+    assertEquals("t\t0\t1\tIllegalStateException: refused", CopiedRanges.failure("failed"));
     CopiedRanges.forget("failed");
+    assertEquals("", CopiedRanges.failure("failed"));
   }
 
   @Test
@@ -130,7 +134,7 @@ class CopiedRangesTest {
     CopiedRanges.Tracker tracker = CopiedRanges.tracker("many", "t", 0);
     for (int i = 0; i < CopiedRanges.MAX_RANGES + 2; i++) {
       tracker.sent(2L * i);
-      tracker.acknowledged(i, false, 10, i);
+      tracker.acknowledged(i, null, 10, i);
     }
     java.util.List<long[]> ranges = tracker.drain();
     assertEquals(CopiedRanges.MAX_RANGES, ranges.size());

@@ -644,10 +644,7 @@ class FlowRunner:
         permanent = permanent_failure(refused)
         if permanent is None:
             raise MirrorError(f"query failed: {refused}")
-        self.failed = refused
-        log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
-                  first_line(refused))
-        self.metrics.failed(self.flow, error_kind(refused), first_line(refused))
+        self._refused_for_good(refused, permanent, refused)
 
     def _query_ended(self) -> None:
         """The query stopped by itself: for good when the target refuses a record (the flow
@@ -668,11 +665,16 @@ class FlowRunner:
         permanent = permanent_failure(error)
         if permanent is None:
             raise MirrorError(f"query failed: {query_error_line(error)}")
-        self.failed = failed_for_good(self.flow, error, permanent,
-                                      writer.checkpoint if writer else None)
-        log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent,
-                  first_line(self.failed))
-        self.metrics.failed(self.flow, error_kind(error), first_line(self.failed))
+        self._refused_for_good(
+            failed_for_good(self.flow, error, permanent, writer.checkpoint if writer else None),
+            permanent, error)
+
+    def _refused_for_good(self, why: str, permanent: str, error: str) -> None:
+        """The target refuses a record for good (``permanent``, in ``error``): the flow stops,
+        ``why`` names the records and the reason."""
+        self.failed = why
+        log.error("flow %s stopped for good (%s): %s", self.flow.name, permanent, first_line(why))
+        self.metrics.failed(self.flow, error_kind(error), first_line(why))
 
     def _source_lost(self, why: str) -> None:
         """The running query's writer found records an unclean leader election took out of the

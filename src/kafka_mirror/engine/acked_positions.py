@@ -26,7 +26,7 @@ from pathlib import Path
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import FlowState, Positions
-from kafka_mirror.state.files import read_json, write_json
+from kafka_mirror.state.files import EncodedRows, read_json, write_text
 
 FILE = "acked-positions.json"
 
@@ -55,6 +55,9 @@ class AckedPositions:
             path, lambda entries: {(e["topic"], int(e["partition"])): int(e["offset"])
                                    for e in entries},
             "resuming at the last committed batch") or {}
+        self._rows = EncodedRows()
+        for key in self._positions:
+            self._encode(key)
 
     def positions(self) -> Positions:
         with self._lock:
@@ -81,6 +84,8 @@ class AckedPositions:
         moved = {key: offset for key, offset in offsets.items()
                  if offset > self._positions.get(key, -1)}
         self._positions.update(moved)
+        for key in moved:
+            self._encode(key)
         if moved:
             self._save()
         return bool(moved)
@@ -108,17 +113,22 @@ class AckedPositions:
             dropped = [k for k in self._positions if k[0] == topic]
             for key in dropped:
                 del self._positions[key]
+                self._rows.drop(key)
             if dropped:
                 self._save()
 
     def clear(self) -> None:
         with self._lock:
             self._positions.clear()
+            self._rows.clear()
             self.path.unlink(missing_ok=True)
+
+    def _encode(self, key: tuple[str, int]) -> None:
+        self._rows.set(key, {"topic": key[0], "partition": key[1],
+                             "offset": self._positions[key]})
 
     def _save(self) -> None:
         if not self._positions:
             self.path.unlink(missing_ok=True)
             return
-        write_json(self.path, [{"topic": t, "partition": p, "offset": o}
-                               for (t, p), o in sorted(self._positions.items())])
+        write_text(self.path, self._rows.text())

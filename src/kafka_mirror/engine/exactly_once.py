@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror.engine.jvm_admin import java_properties, number_list, partition_list
-from kafka_mirror.state.files import read_json, write_json
+from kafka_mirror.state.files import EncodedRows, read_json, write_text
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,9 @@ class TargetEnds:
             path, lambda entries: {(e["topic"], int(e["partition"])): [
                 (int(s), int(t)) for s, t in e["pairs"]] for e in entries},
             "a batch cut short before this start resumes at-least-once") or {}
+        self._rows = EncodedRows()
+        for tp in self.pairs:
+            self._encode(tp)
 
     def record(self, pairs: Mapping[Key, tuple[int, int]]) -> None:
         """Remember ``(source position, target end)`` per partition; on disk (fsync'd) when
@@ -86,6 +89,7 @@ class TargetEnds:
                 known = [p for p in self.pairs.get(tp, []) if p[0] != pair[0]]
                 known.append(pair)
                 self.pairs[tp] = known[-HISTORY:]
+                self._encode(tp)
             self._save()
 
     def target_end(self, tp: Key, source_position: int) -> int | None:
@@ -131,13 +135,15 @@ class TargetEnds:
             dropped = [k for k in self.pairs if k[0] == topic]
             for tp in dropped:
                 del self.pairs[tp]
+                self._rows.drop(tp)
             if dropped:
                 self._save()
 
+    def _encode(self, tp: Key) -> None:
+        self._rows.set(tp, {"topic": tp[0], "partition": tp[1], "pairs": self.pairs[tp]})
+
     def _save(self) -> None:
-        data = [{"topic": t, "partition": p, "pairs": pairs}
-                for (t, p), pairs in sorted(self.pairs.items())]
-        write_json(self.path, data, durable=True)
+        write_text(self.path, self._rows.text(), durable=True)
 
 
 @dataclass(frozen=True)

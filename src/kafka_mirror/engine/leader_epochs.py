@@ -32,7 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafka_mirror.engine.jvm_admin import JvmAdmin, number_list, partition_list
+from kafka_mirror.engine.jvm_admin import number_list, partition_list
+from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.state.source_epochs import Partition, SourceEpochs
 
@@ -116,9 +117,10 @@ class EpochReader(Protocol):
     def divergence(self, marks: Mapping[Partition, tuple[int, int]]) -> dict[Partition, int]: ...
 
 
-class JvmLeaderEpochs(JvmAdmin):
-    """The source's leader epochs through Kafka's Java clients in the Spark driver's JVM
-    (``io.kafkamirror.LeaderEpochs``), with the flow's settings for the source cluster."""
+class JvmLeaderEpochs(JvmEndOffsets):
+    """The source's leader epochs (and end offsets) through Kafka's Java clients in the Spark
+    driver's JVM (``io.kafkamirror.LeaderEpochs``), with the flow's settings for the source
+    cluster."""
 
     def __init__(self, spark: Any, props: Mapping[str, str], timeout: float = 10.0) -> None:
         super().__init__(spark, dict(props) | {"client.id": "kafka-mirror-epochs"}, timeout)

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.acked_positions import AckedPositions
@@ -37,6 +38,11 @@ PROGRESS_LOOKUP_SECONDS = 2.0
 # how often a running real-time flow reads the source's leader epochs (one ListOffsets request)
 EPOCH_CHECK_SECONDS = 5.0
 Pairs = dict[tuple[str, int], tuple[int, int]]
+
+
+class EndOffsets(Protocol):
+    def end_offsets(self, partitions: list[tuple[str, int]], timeout: float = 30.0
+                    ) -> dict[tuple[str, int], int]: ...
 
 
 class RealTimeEnds:
@@ -103,6 +109,9 @@ class RealTimeFlow:
         self.hooks = hooks
         self.ends = ends
         self.progress = RealTimeProgress(flow)
+        # the source's end offsets after every drain: ``source`` until the flow gives the Java
+        # client of the Spark driver (:meth:`read_ends_with`)
+        self.progress_ends: EndOffsets = source
         # progress after every drain goes to these batch hooks (set by the Mirror)
         self.progress_hooks: Sequence[BatchHook] = ()
         self._drain_lock = threading.Lock()
@@ -113,6 +122,12 @@ class RealTimeFlow:
         # flow resumes at may hold records of an epoch newer than those kept)
         self._checked: Positions | None = None
         self._check_due = 0.0
+
+    def read_ends_with(self, reader: EndOffsets) -> None:
+        """The source's end offsets for the progress from ``reader`` from now on: one py4j call
+        to Kafka's Java client, where librdkafka's makes a Python future per partition (at 2,000
+        partitions, read every second, most of an idle mirror's CPU)."""
+        self.progress_ends = reader
 
     def new_run(self) -> None:
         """A query run starts: where the last one started partitions is forgotten."""
@@ -222,7 +237,7 @@ class RealTimeFlow:
         if not partitions:
             return None
         try:
-            return self.source.end_offsets(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
+            return self.progress_ends.end_offsets(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
         except Exception as exc:
             log.debug("flow %s: source end offsets not read (%s)", self.flow.name, exc)
             return None

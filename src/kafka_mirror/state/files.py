@@ -42,13 +42,45 @@ def read_json(path: Path, parse: Callable[[Any], T], without: str) -> T | None:
         return None
 
 
+def encode(data: Any) -> str:
+    """``data`` as the state files hold it: compact JSON."""
+    return json.dumps(data, separators=(",", ":"))
+
+
+class EncodedRows:
+    """A state file's JSON array, one object per key in key order, kept encoded between saves:
+    a save encodes only the rows that changed since the last (a file of thousands of
+    partitions is rewritten after every real-time drain, which may have moved one of them).
+    Keys are ``(topic, partition)``."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, int], str] = {}
+
+    def set(self, key: tuple[str, int], row: Any) -> None:
+        self._rows[key] = encode(row)
+
+    def drop(self, key: tuple[str, int]) -> None:
+        self._rows.pop(key, None)
+
+    def clear(self) -> None:
+        self._rows.clear()
+
+    def text(self) -> str:
+        return "[" + ",".join(self._rows[key] for key in sorted(self._rows)) + "]"
+
+
 def write_json(path: Path, data: Any, *, durable: bool = False) -> None:
     """Replace ``path`` with ``data`` as JSON; ``durable``: on disk (file and directory synced)
     before this returns, so that a machine crash does not bring back the previous version."""
+    write_text(path, encode(data), durable=durable)
+
+
+def write_text(path: Path, text: str, *, durable: bool = False) -> None:
+    """Replace ``path`` with ``text`` (JSON already encoded), as :func:`write_json` does."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as out:
-        out.write(json.dumps(data, separators=(",", ":")))
+        out.write(text)
         if durable:
             out.flush()
             os.fsync(out.fileno())

@@ -143,6 +143,9 @@ def flow_settings(
         policy=make_policy(values, source.alias, target.alias),
         replication_factor=replication_factor(values, "replication.factor"),
         sync_topic_configs=values.boolean("sync.topic.configs.enabled", True),
+        sync_topic_configs_interval_seconds=values.number(
+            "sync.topic.configs.interval.seconds", 600.0, minimum=float("-inf")
+        ),
         config_properties_exclude=values.regex_list(exclude_cfg_key, ()),
         refresh_topics=values.boolean("refresh.topics.enabled", True),
         refresh_interval_seconds=values.number(

@@ -20,6 +20,7 @@ FLOW_KEYS = frozenset(
         "replication.policy.internal.topic.separator.enabled",
         "replication.factor",
         "sync.topic.configs.enabled",
+        "sync.topic.configs.interval.seconds",
         "refresh.topics.enabled",
         "refresh.topics.interval.seconds",
         "config.properties.exclude",
@@ -78,8 +79,6 @@ FLOW_KEYS = frozenset(
 NOT_SUPPORTED: dict[str, str] = {
     "tasks.max": "Spark runs one task per partition and batch; scale with --spark-master or "
     "local[N]",
-    "sync.topic.configs.interval.seconds": "topic configs are synced at every topic refresh "
-    "(refresh.topics.interval.seconds)",
     "config.storage.": "kafka-mirror keeps no Connect worker configs (its flows come from this "
     "file)",
     "status.storage.": "kafka-mirror keeps no Connect worker status topic (its status is the "

@@ -84,6 +84,9 @@ class FlowSpec:
     policy: ReplicationPolicy
     replication_factor: int = -1
     sync_topic_configs: bool = True
+    # how often the topics' configs are described and synced again (MirrorMaker 2's 10 minutes;
+    # negative: at the start only); new topics are described when they appear
+    sync_topic_configs_interval_seconds: float = 600.0
     config_properties_exclude: tuple[str, ...] = ()
     refresh_topics: bool = True
     refresh_interval_seconds: float = 30.0

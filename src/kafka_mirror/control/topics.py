@@ -158,12 +158,19 @@ class TopicSync:
     """Keeps a flow's destination topics in line with its source topics."""
 
     def __init__(self, flow: FlowSpec, source: ClusterAdmin, target: ClusterAdmin,
-                 changed: TopicChanged | None = None) -> None:
+                 changed: TopicChanged | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.flow = flow
         self.source = source
         self.target = target
         self.changed = changed
         self._reported: set[str] = set()  # problems warned about (once each)
+        self._clock = clock
+        # topic configs as last described, per cluster: described again every
+        # sync.topic.configs.interval.seconds (as MirrorMaker 2 syncs them), a new topic and a
+        # target topic configured since at the next plan
+        self._configs: dict[str, dict[str, TopicConfigs]] = {"source": {}, "target": {}}
+        self._configs_due = 0.0
 
     def _changed(self, kind: str, count: int) -> None:
         if self.changed is not None and count > 0:
@@ -173,13 +180,29 @@ class TopicSync:
         source_parts = self.source.topic_partitions()
         target_parts = self.target.topic_partitions()
         selected = [t for t in source_parts if self.flow.should_mirror(t)]
-        source_cfg = describe_topic_configs(self.source, selected)
         existing = [
             self.flow.target_topic(t) for t in selected if self.flow.target_topic(t) in target_parts
         ]
-        target_cfg = describe_topic_configs(self.target, existing)
+        now = self._clock()
+        if now >= self._configs_due:
+            interval = self.flow.sync_topic_configs_interval_seconds
+            self._configs_due = now + interval if interval >= 0 else float("inf")
+            for known in self._configs.values():
+                known.clear()
+        source_cfg = self._described("source", self.source, selected)
+        target_cfg = self._described("target", self.target, existing)
         return plan_topics(self.flow, source_parts, target_parts, source_cfg, target_cfg,
                            created)
+
+    def _described(self, cluster: str, admin: ClusterAdmin, topics: list[str]
+                   ) -> dict[str, TopicConfigs]:
+        """The configs of ``topics``: those known, the others described now."""
+        known = self._configs[cluster]
+        known.update(describe_topic_configs(admin, [t for t in topics if t not in known]))
+        wanted = set(topics)
+        for gone in [t for t in known if t not in wanted]:
+            del known[gone]
+        return dict(known)
 
     def apply(self, plans: list[TopicPlan]) -> set[str]:
         """Create, grow and configure target topics; return the target topics created."""
@@ -187,6 +210,8 @@ class TopicSync:
         self._grow([p for p in plans if p.action == "grow"])
         configured = [p for p in plans if p.config_changes and p.target_partitions is not None]
         failed = self._configure(configured)
+        for plan in configured:  # described again at the next plan (retried if it failed)
+            self._configs["target"].pop(plan.target_topic, None)
         self._check_layout([p for p in plans if p.action in ("create", "grow")])
         self._await_configs([p for p in configured if p.target_topic not in failed])
         for plan in plans:

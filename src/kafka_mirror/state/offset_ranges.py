@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,13 @@ class CopiedRange:
     target_start: int
     target_end: int
     exact: bool
+
+    def as_dict(self) -> dict[str, int | bool]:
+        """The range as the state file holds it (``dataclasses.asdict``'s, without its deep
+        copying: thousands of partitions are saved every few seconds)."""
+        return {"source_start": self.source_start, "source_end": self.source_end,
+                "target_start": self.target_start, "target_end": self.target_end,
+                "exact": self.exact}
 
     def translate(self, offset: int) -> int | None:
         """A target offset at or before the first copy (in this range or later) of every
@@ -177,7 +184,7 @@ class OffsetRanges:
             self.dirty = False
             data = [
                 {"topic": topic, "partition": partition,
-                 "ranges": [asdict(r) for r in pr.ranges]}
+                 "ranges": [r.as_dict() for r in pr.ranges]}
                 for (topic, partition), pr in sorted(self.items())
             ]
             write_json(path, data, durable=True)

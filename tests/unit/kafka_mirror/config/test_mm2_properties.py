@@ -37,6 +37,7 @@ def test_seed_example_loads_as_written() -> None:
     assert flow.replication_factor == 3
     assert flow.refresh_interval_seconds == 30
     assert flow.sync_topic_configs is True
+    assert flow.sync_topic_configs_interval_seconds == 600  # MirrorMaker 2's default
     # legacy topics.blacklist is honoured, with Java's properties unescaping ("\-" is "-")
     assert flow.topic_filter.exclude == (".*[-.]internal", ".*.replica", "__consumer_offsets")
     assert not flow.should_mirror("__consumer_offsets")
@@ -416,3 +417,12 @@ def test_offsets_topic_layout_as_mirrormaker2_reads_it() -> None:
     # the other worker storage keys still say why they do nothing here
     notices = mm2_from_text(BASE + "offset.storage.file.filename = /tmp/x\n").notices
     assert any("offset.storage.file.filename" in n and "not supported" in n for n in notices)
+
+
+@pytest.mark.parametrize("value, seconds", [("60", 60.0), ("-1", -1.0), ("0", 0.0)])
+def test_sync_topic_configs_interval_is_read_per_flow(value: str, seconds: float) -> None:
+    config = mm2_from_text("clusters = A, B\nA.bootstrap.servers = a:9092\n"
+                           "B.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+                           f"A->B.sync.topic.configs.interval.seconds = {value}\n")
+    assert config.flows[0].sync_topic_configs_interval_seconds == seconds
+    assert not [n for n in config.notices if "sync.topic.configs.interval" in n]

@@ -184,21 +184,25 @@ class TopicSync:
             self.flow.target_topic(t) for t in selected if self.flow.target_topic(t) in target_parts
         ]
         now = self._clock()
-        if now >= self._configs_due:
+        due = now >= self._configs_due
+        if due:
             interval = self.flow.sync_topic_configs_interval_seconds
             self._configs_due = now + interval if interval >= 0 else float("inf")
-            for known in self._configs.values():
-                known.clear()
-        source_cfg = self._described("source", self.source, selected)
-        target_cfg = self._described("target", self.target, existing)
+        source_cfg = self._described("source", self.source, selected, due)
+        target_cfg = self._described("target", self.target, existing, due)
+        # a source topic no broker described yet (just created) is planned at the next refresh
+        source_parts = {t: n for t, n in source_parts.items()
+                        if t in source_cfg or not self.flow.should_mirror(t)}
         return plan_topics(self.flow, source_parts, target_parts, source_cfg, target_cfg,
                            created)
 
-    def _described(self, cluster: str, admin: ClusterAdmin, topics: list[str]
+    def _described(self, cluster: str, admin: ClusterAdmin, topics: list[str], every: bool
                    ) -> dict[str, TopicConfigs]:
-        """The configs of ``topics``: those known, the others described now."""
+        """The configs of ``topics``: those known, the others (``every``: all) described now; a
+        topic known before that the answering broker does not know keeps what was known."""
         known = self._configs[cluster]
-        known.update(describe_topic_configs(admin, [t for t in topics if t not in known]))
+        known.update(describe_topic_configs(
+            admin, [t for t in topics if every or t not in known]))
         wanted = set(topics)
         for gone in [t for t in known if t not in wanted]:
             del known[gone]
@@ -397,7 +401,7 @@ class TopicSync:
         pending = {p.target_topic: p.config_changes for p in plans}
         while pending and time.monotonic() < deadline:
             try:
-                current = describe_topic_configs(self.target, sorted(pending))
+                current = describe_topic_configs(self.target, sorted(pending), wait=0)
             except Exception as exc:
                 log.debug("%s: configs not described yet: %s", self.flow.name, exc)
                 current = {}

@@ -51,6 +51,9 @@ class LagCommitter:
         self._consumers: dict[str, Any] = {}
         self._last: dict[str, float] = {}
         self._pending: dict[str, dict[tuple[str, int], int]] = {}
+        # per flow, the positions its last commits gave: only partitions that moved since are
+        # committed again (an idle flow of thousands of partitions commits the few that move)
+        self._committed: dict[str, dict[tuple[str, int], int]] = {}
         self._flows: dict[str, FlowSpec] = {}
         self._positions = threading.Lock()  # _pending and _flows: held briefly
         self._commits = threading.Lock()  # the consumers: held through a commit, and the close
@@ -93,10 +96,16 @@ class LagCommitter:
                        >= self._flows[name].lag_commit_interval_ms / 1000.0]
             for flow, pending in due:
                 self._last[flow.name] = now
-                offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items())]
-                consumer = self._consumer(flow)
-                consumer.poll(0)  # serves librdkafka's queued log lines (never assigned)
-                consumer.commit(offsets=offsets, asynchronous=False)
+                committed = self._committed.setdefault(flow.name, {})
+                moved = {tp: o for tp, o in pending.items() if committed.get(tp) != o}
+                if moved:
+                    offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(moved.items())]
+                    consumer = self._consumer(flow)
+                    consumer.poll(0)  # serves librdkafka's queued log lines (never assigned)
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                    committed.update(moved)
+                for gone in [tp for tp in committed if tp not in pending]:
+                    del committed[gone]  # no longer mirrored: not kept for ever
                 with self._positions:  # kept for a retry if the commit failed
                     if self._pending.get(flow.name) is pending:
                         del self._pending[flow.name]

@@ -37,7 +37,22 @@ log = logging.getLogger(__name__)
 PROGRESS_LOOKUP_SECONDS = 2.0
 # how often a running real-time flow reads the source's leader epochs (one ListOffsets request)
 EPOCH_CHECK_SECONDS = 5.0
+# the progress (the source's end offsets read, then the lag, records and metrics per partition)
+# goes with every drain (about once a second) for up to this many partitions; a flow of more
+# reports it every partitions / this many seconds, at most every PROGRESS_MAX_SECONDS: its cost
+# follows partitions, not records (an idle flow of 2,000 partitions reported every 5 s)
+PROGRESS_PARTITIONS_PER_SECOND = 400
+PROGRESS_MAX_SECONDS = 5.0
 Pairs = dict[tuple[str, int], tuple[int, int]]
+
+
+def report_interval(partitions: int) -> float:
+    """Seconds between a real-time flow's progress reports for ``partitions`` partitions: none
+    (every drain) up to :data:`PROGRESS_PARTITIONS_PER_SECOND`, then growing to
+    :data:`PROGRESS_MAX_SECONDS`."""
+    if partitions <= PROGRESS_PARTITIONS_PER_SECOND:
+        return 0.0
+    return min(PROGRESS_MAX_SECONDS, partitions / PROGRESS_PARTITIONS_PER_SECOND)
 
 
 class EndOffsets(Protocol):
@@ -122,6 +137,7 @@ class RealTimeFlow:
         # flow resumes at may hold records of an epoch newer than those kept)
         self._checked: Positions | None = None
         self._check_due = 0.0
+        self._report_due = 0.0
 
     def read_ends_with(self, reader: EndOffsets) -> None:
         """The source's end offsets for the progress from ``reader`` from now on: one py4j call
@@ -222,10 +238,14 @@ class RealTimeFlow:
             written = writer.drain(batch_id)
             if written is not None:
                 run_write_hooks(self.hooks, written)
-            self.progress.add(written)
+            self.progress.add(written)  # reported with the next report when not now
+            now = time.monotonic()
+            if ended is None and now < self._report_due:
+                return
             latest = self._source_ends(assignment)
             if latest is None:
                 return
+            self._report_due = now + report_interval(len(latest))
             event = self.progress.report(self._progress_positions(latest), latest, batch_id,
                                          duration)
         run_hooks(self.progress_hooks, event)

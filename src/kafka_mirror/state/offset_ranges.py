@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.state.files import read_json, write_json
+from kafka_mirror.state.files import EncodedRows, read_json, write_text
 
 # per partition; beyond this the two oldest ranges are merged into one that does not map one
 # to one (still never skips: it translates to the older one's start), so memory stays bounded
@@ -128,11 +128,20 @@ class OffsetRanges:
         # one save at a time (the periodic save, a restart's, the rebuild's: one file)
         self._saving = threading.Lock()
         self.dirty = False
+        # the file's rows kept encoded: a save encodes the partitions changed since the last
+        # (None: all of them), as a real-time drain moves a few of thousands
+        self._rows = EncodedRows()
+        self._changed: set[tuple[str, int]] | None = None
+
+    def _touched(self, key: tuple[str, int]) -> None:
+        self.dirty = True
+        if self._changed is not None:
+            self._changed.add(key)
 
     def add(self, topic: str, partition: int, copied: CopiedRange) -> None:
         with self._lock:
             self.partitions.setdefault((topic, partition), PartitionRanges()).add(copied)
-            self.dirty = True
+            self._touched((topic, partition))
 
     def merge(self, topic: str, partition: int, facts: Iterable[CopiedRange]) -> None:
         """Add ranges known from elsewhere (offset syncs, positions kept in Kafka) to a
@@ -145,7 +154,7 @@ class OffsetRanges:
                                  key=lambda r: (r.source_start, r.target_start, r.source_end)):
                 merged.add(copied)
             self.partitions[(topic, partition)] = merged
-            self.dirty = True
+            self._touched((topic, partition))
 
     def reaches(self, topic: str, partition: int, position: int) -> bool:
         """Whether the partition's own ranges cover its copies up to ``position``."""
@@ -159,7 +168,7 @@ class OffsetRanges:
         with self._lock:
             for key in [k for k in self.partitions if k[0] == topic]:
                 del self.partitions[key]
-                self.dirty = True
+                self._touched(key)
 
     def topics(self) -> set[str]:
         with self._lock:
@@ -179,15 +188,23 @@ class OffsetRanges:
     def save(self, path: Path) -> None:
         """Write atomically (a crash leaves the previous file); nothing when unchanged."""
         with self._saving:
-            if not self.dirty:
-                return
-            self.dirty = False
-            data = [
-                {"topic": topic, "partition": partition,
-                 "ranges": [r.as_dict() for r in pr.ranges]}
-                for (topic, partition), pr in sorted(self.items())
-            ]
-            write_json(path, data, durable=True)
+            with self._lock:
+                if not self.dirty:
+                    return
+                self.dirty = False
+                changed, self._changed = self._changed, set()
+                if changed is None:
+                    self._rows.clear()
+                    changed = set(self.partitions)
+                rows = {key: [r.as_dict() for r in self.partitions[key].ranges]
+                        if key in self.partitions else None for key in changed}
+            for (topic, partition), ranges in rows.items():
+                if ranges is None:
+                    self._rows.drop((topic, partition))
+                else:
+                    self._rows.set((topic, partition),
+                                   {"topic": topic, "partition": partition, "ranges": ranges})
+            write_text(path, self._rows.text(), durable=True)
 
     @classmethod
     def load(cls, path: Path) -> OffsetRanges:

@@ -103,3 +103,23 @@ def test_the_stop_leaves_a_consumer_that_is_in_a_commit_alone(
     flush.join(5)
     lag.flush_due()  # after the stop: no commit starts
     assert consumer.commits == [{("t", 0): 10}]
+
+
+def test_only_partitions_that_moved_since_the_last_commit_are_committed() -> None:
+    """Real-time mode hands over every partition's position after every drain: an idle flow of
+    thousands of partitions commits only the few that moved (the mirrored heartbeats)."""
+    consumer = FakeConsumer()
+    lag = LagCommitter(consumer_for=lambda flow: consumer)
+    flow = _flow()
+    lag.advance(flow, {("t", 0): 5, ("t", 1): 7, ("u", 0): 1})
+    lag.flush_due()
+    lag.advance(flow, {("t", 0): 5, ("t", 1): 9, ("u", 0): 1})
+    lag.flush_due()
+    lag.advance(flow, {("t", 0): 5, ("t", 1): 9, ("u", 0): 1})
+    lag.flush_due()  # nothing moved: no commit at all
+    lag.advance(flow, {("t", 0): 6})  # t-1 and u-0 no longer mirrored
+    lag.flush_due()
+    lag.advance(flow, {("t", 0): 6, ("u", 0): 1})  # u-0 mirrored again: committed again
+    lag.flush_due()
+    assert consumer.commits == [{("t", 0): 5, ("t", 1): 7, ("u", 0): 1}, {("t", 1): 9},
+                                {("t", 0): 6}, {("u", 0): 1}]

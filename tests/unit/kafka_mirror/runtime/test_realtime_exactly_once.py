@@ -206,3 +206,50 @@ def test_a_start_whose_target_ends_are_not_read_is_retried_not_started(tmp_path:
         "where the run starts was not recorded: end offsets of 1 partitions not read "
         "(TimeoutError: the target did not answer within 30 s); not starting yet")
     assert ends.target_end(("orders", 0), 3) is None and not kept.kept
+
+
+def test_progress_of_many_partitions_is_reported_less_often_than_every_drain(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to 400 partitions every drain reports the progress (the source's end offsets read,
+    then the lag and metrics per partition); 1,000 partitions every 2.5 s, 2,000 and more every
+    5 s; a batch end always. Counts of the drains between go with the next report."""
+    from kafka_mirror.engine.realtime import RealTimeWriter
+    from kafka_mirror.runtime import realtime_flow
+
+    assert [realtime_flow.report_interval(n) for n in (8, 400, 1000, 2000, 10_000)] == \
+        [0.0, 0.0, 2.5, 5.0, 5.0]
+
+    class Writer(RealTimeWriter):
+        def __init__(self) -> None:  # no query: what the drains found is given here
+            self.next: Any = None
+
+        def drain(self, batch_id: int = -1) -> Any:
+            written, self.next = self.next, None
+            return written
+
+    now = [100.0]
+    monkeypatch.setattr(realtime_flow.time, "monotonic", lambda: now[0])
+    assignment = {"orders": 1000}
+    keys = [("orders", p) for p in range(1000)]
+    source = Source(dict.fromkeys(keys, 0), dict.fromkeys(keys, 7))
+    acked = AckedPositions(tmp_path / "acked-positions.json")
+    flow = RealTimeFlow(FLOW, source, acked, [])  # type: ignore[arg-type]
+    reports: list[Any] = []
+
+    class Reports:
+        def on_batch(self, event: Any) -> None:
+            reports.append(event)
+
+    flow.progress_hooks = [Reports()]
+    writer = Writer()
+    for second in range(6):  # drains at 100 ... 105 s
+        now[0] = 100.0 + second
+        offsets = f"{second}\t{second + 1}\t{second}\t{second + 1}"
+        writer.next = _drained(f"A.orders\t0\t{offsets}\t1\t1\t10\t5\n", assignment)
+        flow.drain(writer, assignment)
+    # at 100 s, then 2.5 s later at 103 s (the drains of 101-103), then not before 105.5 s
+    assert [r.records for r in reports] == [1, 3]
+    assert sum(1 for c in source.calls if c.startswith("ends")) == 2
+    now[0] = 105.2
+    flow.drain(writer, assignment, ended=(7, 1.0))  # a batch end: reported at once
+    assert len(reports) == 3 and reports[-1].batch_id == 7 and reports[-1].records == 2

@@ -57,3 +57,30 @@ def test_acknowledged_positions_file_follows_moves_drops_and_reloads(tmp_path: P
     assert not path.exists()
     again.seed({("v", 0): 2})
     assert json.loads(path.read_text()) == [{"topic": "v", "partition": 0, "offset": 2}]
+
+
+def test_offset_ranges_file_is_the_whole_encoding_after_adds_merges_drops_and_reloads(
+        tmp_path: Path) -> None:
+    from kafka_mirror.state.offset_ranges import CopiedRange, OffsetRanges
+
+    def whole(ranges: OffsetRanges) -> str:
+        return encode([{"topic": t, "partition": p, "ranges": [r.as_dict() for r in pr.ranges]}
+                       for (t, p), pr in sorted(ranges.items())])
+
+    path = tmp_path / "offset-ranges.json"
+    ranges = OffsetRanges()
+    ranges.add("t", 1, CopiedRange(0, 10, 100, 110, True))
+    ranges.add("t", 0, CopiedRange(0, 5, 50, 55, True))
+    ranges.add("u", 0, CopiedRange(0, 1, 0, 1, True))
+    ranges.save(path)
+    assert path.read_text() == whole(ranges)
+    ranges.add("t", 0, CopiedRange(5, 9, 55, 59, True))
+    ranges.merge("t", 1, [CopiedRange(20, 30, 130, 140, True)])
+    ranges.drop_topic("u")
+    ranges.save(path)
+    assert path.read_text() == whole(ranges)
+    again = OffsetRanges.load(path)
+    assert again.translate("t", 0, 7) == 57
+    again.add("v", 3, CopiedRange(0, 2, 0, 2, True))
+    again.save(path)  # the first save after a load encodes every partition
+    assert path.read_text() == whole(again) and '"topic":"t"' in path.read_text()

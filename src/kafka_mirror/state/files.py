@@ -55,18 +55,26 @@ class EncodedRows:
 
     def __init__(self) -> None:
         self._rows: dict[tuple[str, int], str] = {}
+        self._order: list[tuple[str, int]] | None = []  # the keys sorted; None: sort again
 
     def set(self, key: tuple[str, int], row: Any) -> None:
+        if key not in self._rows:
+            self._order = None
         self._rows[key] = encode(row)
 
     def drop(self, key: tuple[str, int]) -> None:
-        self._rows.pop(key, None)
+        if self._rows.pop(key, None) is not None:
+            self._order = None
 
     def clear(self) -> None:
         self._rows.clear()
+        self._order = []
 
     def text(self) -> str:
-        return "[" + ",".join(self._rows[key] for key in sorted(self._rows)) + "]"
+        if self._order is None:
+            self._order = sorted(self._rows)
+        rows = self._rows
+        return "[" + ",".join([rows[key] for key in self._order]) + "]"
 
 
 def write_json(path: Path, data: Any, *, durable: bool = False) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigEntry, ConfigResource, ConfigSource
 
-from kafka_mirror.kafka.admin import ClusterAdmin
+from kafka_mirror.kafka.admin import ClusterAdmin, error_code
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,10 @@ def describe_topic_configs(
             try:
                 entries: dict[str, ConfigEntry] = future.result()
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and \
-                        error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    unknown.append(resource.name)
-                    continue
-                raise
+                if error_code(exc) != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+                unknown.append(resource.name)
+                continue
             out[resource.name] = _topic_configs(entries)
         if unknown and clock() >= deadline:
             log.info("cluster %s: topics not described (unknown to the broker that answered; "

@@ -46,7 +46,8 @@ _COORDINATOR_PENDING = frozenset(
 )
 
 
-def _error_code(exc: KafkaException) -> int | None:
+def error_code(exc: KafkaException) -> int | None:
+    """The Kafka error code a client call failed with (None when it carries none)."""
     error = exc.args[0] if exc.args else None
     return error.code() if isinstance(error, KafkaError) else None
 
@@ -178,7 +179,7 @@ class ClusterAdmin:
             try:
                 ids[topic] = str(future.result(timeout=timeout).topic_id)
             except KafkaException as exc:
-                code = _error_code(exc)
+                code = error_code(exc)
                 if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
                     continue  # deleted meanwhile
                 if code in (KafkaError._UNSUPPORTED_FEATURE, KafkaError.UNSUPPORTED_VERSION):

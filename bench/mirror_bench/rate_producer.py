@@ -27,9 +27,20 @@ from .workload import corpus
 
 TARGET = jvm_home() / "bench-producer" / "target"
 MAIN_CLASS = "io.kafkamirror.bench.FixedRateProducer"
-HEAP = "768m"  # the 128 MiB buffer.memory, and an lz4 stream (64 KiB blocks) per open batch
+# The producer's heap: the 128 MiB buffer.memory and room besides, plus an lz4 stream (a 64 KiB
+# block and its compressed copy) per batch not yet sent, which can be one per partition while the
+# broker is slow: 768 MiB ran out of heap at 10,000 partitions x 2,000 records/s
+HEAP_MB = 768
+HEAP_MB_PER_PARTITION = 0.15
+
+
+def heap_mb(partitions: int) -> int:
+    """The producer's ``-Xmx`` in MiB for a workload over ``partitions`` partitions."""
+    return max(HEAP_MB, 256 + int(partitions * HEAP_MB_PER_PARTITION))
 JAR = "bench-producer-*.jar"
 ANSWER_TIMEOUT_S = 180.0
+# lines of its log a failure of the producer quotes
+LOG_TAIL_LINES = 8
 
 
 def classpath(target: Path = TARGET) -> str:
@@ -82,7 +93,9 @@ class RateProducer:
     """Streams of records at fixed rates into the source cluster (open loop: the schedule is kept
     when the broker is slow, so that stalls show as latency, not as fewer records)."""
 
-    def __init__(self, bootstrap: str, record_size: int, compression: str, workdir: Path) -> None:
+    def __init__(self, bootstrap: str, record_size: int, compression: str, workdir: Path,
+                 partitions: int = 0) -> None:
+        """``partitions``: how many the streams will write to in all (sizes the heap)."""
         workdir.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix="bench-producer-filler-", dir=workdir)
         with os.fdopen(fd, "wb") as out:
@@ -91,7 +104,8 @@ class RateProducer:
         self.log_path = workdir / "bench-producer.log"
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            [java_executable(), f"-Xmx{HEAP}", "-XX:+UseSerialGC", "-cp", classpath(), MAIN_CLASS,
+            [java_executable(), f"-Xmx{heap_mb(partitions)}m", "-XX:+UseSerialGC", "-cp",
+             classpath(), MAIN_CLASS,
              bootstrap, str(record_size), compression, str(self.filler)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
             encoding="ascii",
@@ -117,7 +131,18 @@ class RateProducer:
             self.process.stdin.write(line + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
-            raise MirrorFailed(f"the fixed-rate producer ended; see {self.log_path}") from None
+            raise self._ended() from None
+
+    def _ended(self) -> MirrorFailed:
+        """The producer's end, with the last lines it wrote to its log (the work directory
+        that holds the log may be removed)."""
+        self._log.flush()
+        try:
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        tail = "".join(f"\n  {line}" for line in lines[-LOG_TAIL_LINES:])
+        return MirrorFailed(f"the fixed-rate producer ended; see {self.log_path}{tail}")
 
     def stream(
         self, name: str, topic: str, partitions: Sequence[int], rate: float, phase: int
@@ -146,7 +171,7 @@ class RateProducer:
         with self._answer:
             while "end" not in self._lines:
                 if self.process.poll() is not None and not self._reader.is_alive():
-                    raise MirrorFailed(f"the fixed-rate producer ended; see {self.log_path}")
+                    raise self._ended()
                 if time.monotonic() > deadline:
                     raise MirrorFailed("the fixed-rate producer did not answer")
                 self._answer.wait(timeout=1.0)

@@ -261,6 +261,7 @@ def _pass(ns: argparse.Namespace, report: dict[str, Any], kinds: list[str], work
     mirrors: list[Mirror] = []
     probes: list[Probe] = []
     producer: RateProducer | None = None
+    failed = False
     workload = Workload(0, ns.record_size, partitions, ns.compression)
     try:
         realtime = km_driver.realtime_settings(ns.km_realtime_setting) if ns.km_realtime else None
@@ -288,11 +289,16 @@ def _pass(ns: argparse.Namespace, report: dict[str, Any], kinds: list[str], work
         # and the probe themselves, which every mirror's figure includes
         source_probe = Probe(ctx, source.bootstrap, NO_MIRROR)
         probes.append(source_probe)
-        producer = RateProducer(source.bootstrap, ns.record_size, ns.compression, workdir)
+        producer = RateProducer(source.bootstrap, ns.record_size, ns.compression, workdir,
+                                partitions=len(topics) * partitions)
         return _measure(ns, report, source, mirrors, probes, source_probe, producer, topics,
                         partitions)
+    except BaseException:
+        failed = True  # the logs of a failed pass stay for a look
+        print(f"work directory kept: {workdir}", flush=True)
+        raise
     finally:
-        stop_everything(mirrors, producer, probes, clusters, workdir, ns.keep)
+        stop_everything(mirrors, producer, probes, clusters, workdir, ns.keep or failed)
 
 
 def _new_topic(name: str, partitions: int) -> Any:

@@ -24,6 +24,7 @@ from kafka_mirror.errors import ClusterUnreachable, ConfigError, MirrorError
 from kafka_mirror.kafka.clients import admin_properties
 from kafka_mirror.kafka.kerberos import KerberosLoginError, keytab_login
 from kafka_mirror.kafka.librdkafka import librdkafka_config, with_client_log
+from kafka_mirror.kafka.offset_commits import commit_offsets
 
 log = logging.getLogger(__name__)
 
@@ -287,9 +288,6 @@ class ClusterAdmin:
         ]
         consumer = self._group_client(group)
         try:
-            result = consumer.commit(offsets=partitions, asynchronous=False) or []
+            commit_offsets(consumer, group, partitions)
         finally:
             consumer.close()
-        failed = [tp for tp in result if tp.error is not None]
-        if failed:
-            raise KafkaException(failed[0].error)

@@ -23,6 +23,7 @@ from kafka_mirror.engine.batches import BatchCommitted
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.kafka.clients import consumer_properties
 from kafka_mirror.kafka.librdkafka import librdkafka_config, with_client_log
+from kafka_mirror.kafka.offset_commits import commit_offsets
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class LagCommitter:
                     offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(moved.items())]
                     consumer = self._consumer(flow)
                     consumer.poll(0)  # serves librdkafka's queued log lines (never assigned)
-                    consumer.commit(offsets=offsets, asynchronous=False)
+                    commit_offsets(consumer, flow.lag_group_id, offsets)
                     committed.update(moved)
                 for gone in [tp for tp in committed if tp not in pending]:
                     del committed[gone]  # no longer mirrored: not kept for ever

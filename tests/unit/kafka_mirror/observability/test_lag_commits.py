@@ -123,3 +123,16 @@ def test_only_partitions_that_moved_since_the_last_commit_are_committed() -> Non
     lag.flush_due()
     assert consumer.commits == [{("t", 0): 5, ("t", 1): 7, ("u", 0): 1}, {("t", 1): 9},
                                 {("t", 0): 6}, {("u", 0): 1}]
+
+
+def test_the_positions_of_ten_thousand_partitions_go_in_requests_the_broker_can_write() -> None:
+    """One commit of 10,000 partitions was refused whole by the group coordinator (its batch
+    over 1 MiB), every 5 s: the first commit after a start holds every partition."""
+    consumer = FakeConsumer()
+    lag = LagCommitter(consumer_for=lambda flow: consumer)
+    flow = _flow()
+    positions = {(f"bench-scale-{t:04d}", p): 10 + p for t in range(1000) for p in range(10)}
+    lag.advance(flow, positions)
+    lag.flush_due()
+    assert len(consumer.commits) == 2  # of at most 512 KiB each (about 1 MB in all)
+    assert {tp: o for commit in consumer.commits for tp, o in commit.items()} == positions

@@ -1,0 +1,64 @@
+"""Offsets committed to a consumer group in requests the group coordinator can write.
+
+The group coordinator writes the offsets of one OffsetCommit request to ``__consumer_offsets``
+as one record batch, which must fit the topic's ``max.message.bytes`` (1 MiB by default): a
+commit of 10,000 partitions' offsets was refused as a whole ("Failed to write a batch of 10001
+record(s) to __consumer_offsets-0 because it is larger than the maximum batch size of 1048588
+bytes"; the client saw "Unknown broker error"), every time it was tried. So a commit is split
+into requests of at most :data:`COMMIT_BYTES` of records, each estimated from the group, topic
+and metadata lengths (offset metadata may be up to ``offset.metadata.max.bytes``, 4 KiB by
+default, per partition). The requests are not one transaction: offsets committed before a
+request that failed stay committed, as a group's consumers' own commits would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+
+# at most this many bytes of offset records per OffsetCommit request: half the default 1 MiB
+# batch limit of __consumer_offsets, for the estimate's slack
+COMMIT_BYTES = 512 * 1024
+# what an offset record holds besides the group, topic and metadata: key and value versions,
+# the partition, offset, leader epoch and commit time, the record's framing within its batch
+RECORD_BYTES = 64
+
+
+def record_bytes(group: str, partition: TopicPartition) -> int:
+    """The estimated size of ``partition``'s offset record of ``group`` in the coordinator's
+    batch."""
+    metadata = partition.metadata or ""
+    return (RECORD_BYTES + len(group.encode()) + len(partition.topic.encode())
+            + len(metadata.encode()))
+
+
+def commit_requests(group: str, partitions: Sequence[TopicPartition],
+                    limit: int = COMMIT_BYTES) -> list[list[TopicPartition]]:
+    """``partitions`` in order, split into requests of at most ``limit`` estimated bytes (one
+    partition per request at least)."""
+    requests: list[list[TopicPartition]] = []
+    current: list[TopicPartition] = []
+    size = 0
+    for partition in partitions:
+        record = record_bytes(group, partition)
+        if current and size + record > limit:
+            requests.append(current)
+            current, size = [], 0
+        current.append(partition)
+        size += record
+    if current:
+        requests.append(current)
+    return requests
+
+
+def commit_offsets(consumer: Any, group: str, partitions: Sequence[TopicPartition]) -> None:
+    """Commit ``partitions`` (offsets, metadata) to ``group`` through ``consumer`` (a
+    confluent-kafka ``Consumer`` of that group), synchronously, request after request; a
+    partition the broker refused raises its error (the requests after it are not sent)."""
+    for request in commit_requests(group, partitions):
+        result = consumer.commit(offsets=request, asynchronous=False) or []
+        failed = [tp for tp in result if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)

@@ -223,6 +223,7 @@ def run_scale(ns: argparse.Namespace, command: str) -> dict[str, Any]:
             "mm2_tasks": ns.mm2_tasks, "consumer_tuning": LATENCY_CONSUMER_TUNING,
             "producer_tuning": SCALE_PRODUCER_TUNING,
             "kafka_mirror_realtime": bool(ns.km_realtime),
+            "target_topics_created_first": bool(ns.scale_target_topics),
         },
         "machine": machine_info(),
         "loadavg": {"start": os.getloadavg()},
@@ -270,13 +271,10 @@ def _pass(ns: argparse.Namespace, report: dict[str, Any], kinds: list[str], work
                                f"{SCALE_PREFIX}.*", LATENCY_CONSUMER_TUNING,
                                SCALE_PRODUCER_TUNING, realtime, mm2_tasks=ns.mm2_tasks)
         began = time.monotonic()
-        admin = source.admin()
-        for chunk in range(0, len(topics), 100):
-            for future in admin.create_topics(
-                    [_new_topic(t, partitions) for t in topics[chunk:chunk + 100]],
-                    request_timeout=120).values():
-                future.result()
-        del admin
+        _create_topics(source, topics, partitions)
+        if ns.scale_target_topics:
+            for destination in {m.destination.bootstrap: m.destination for m in mirrors}.values():
+                _create_topics(destination, [f"{SOURCE_ALIAS}.{t}" for t in topics], partitions)
         seeded = seed(source.bootstrap, topics, partitions, ns.scale_seed, ns.record_size)
         print(f"{len(topics)} topics x {partitions} partitions created, {seeded:,} records "
               f"seeded in {time.monotonic() - began:.0f} s", flush=True)
@@ -299,6 +297,16 @@ def _pass(ns: argparse.Namespace, report: dict[str, Any], kinds: list[str], work
         raise
     finally:
         stop_everything(mirrors, producer, probes, clusters, workdir, ns.keep or failed)
+
+
+def _create_topics(cluster: LocalKafkaCluster, topics: list[str], partitions: int) -> None:
+    """``topics`` of ``partitions`` each on ``cluster``, 100 to a request."""
+    admin = cluster.admin()
+    for chunk in range(0, len(topics), 100):
+        for future in admin.create_topics(
+                [_new_topic(t, partitions) for t in topics[chunk:chunk + 100]],
+                request_timeout=120).values():
+            future.result()
 
 
 def _new_topic(name: str, partitions: int) -> Any:
@@ -498,6 +506,11 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--scale-apart", action="store_true",
                        help="run each mirror in a pass of its own (fresh clusters, the same "
                             "workload), one after the other, instead of side by side")
+    group.add_argument("--scale-target-topics", action="store_true",
+                       help="create the mirrored topics on every destination before the "
+                            "mirrors start (MirrorMaker 2 asks for all missing topics in one "
+                            "request, which a KRaft controller refuses above 10,000 "
+                            "partitions)")
     group.add_argument("--mm2-tasks", type=int, default=None,
                        help="MirrorMaker 2's tasks.max in the scale mode (default: the CPU count)")
 

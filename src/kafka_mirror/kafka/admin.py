@@ -288,6 +288,8 @@ class ClusterAdmin:
         ]
         consumer = self._group_client(group)
         try:
-            commit_offsets(consumer, group, partitions)
+            refused = commit_offsets(consumer, group, partitions)
         finally:
             consumer.close()
+        if refused:
+            raise KafkaException(refused[0].error)

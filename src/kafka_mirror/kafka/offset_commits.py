@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 # at most this many bytes of offset records per OffsetCommit request: half the default 1 MiB
 # batch limit of __consumer_offsets, for the estimate's slack
@@ -53,12 +53,14 @@ def commit_requests(group: str, partitions: Sequence[TopicPartition],
     return requests
 
 
-def commit_offsets(consumer: Any, group: str, partitions: Sequence[TopicPartition]) -> None:
+def commit_offsets(consumer: Any, group: str, partitions: Sequence[TopicPartition]
+                   ) -> list[TopicPartition]:
     """Commit ``partitions`` (offsets, metadata) to ``group`` through ``consumer`` (a
-    confluent-kafka ``Consumer`` of that group), synchronously, request after request; a
-    partition the broker refused raises its error (the requests after it are not sent)."""
+    confluent-kafka ``Consumer`` of that group), synchronously, every request in turn (as one
+    request would have tried every partition); the partitions the broker refused, each with its
+    error. A request that fails as a whole raises."""
+    refused: list[TopicPartition] = []
     for request in commit_requests(group, partitions):
         result = consumer.commit(offsets=request, asynchronous=False) or []
-        failed = [tp for tp in result if tp.error is not None]
-        if failed:
-            raise KafkaException(failed[0].error)
+        refused.extend(tp for tp in result if tp.error is not None)
+    return refused

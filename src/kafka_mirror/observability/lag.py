@@ -103,7 +103,12 @@ class LagCommitter:
                     offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(moved.items())]
                     consumer = self._consumer(flow)
                     consumer.poll(0)  # serves librdkafka's queued log lines (never assigned)
-                    commit_offsets(consumer, flow.lag_group_id, offsets)
+                    # a partition refused (its topic deleted since the positions were read)
+                    # is left: the positions are informational, the next commit has newer ones
+                    refused = commit_offsets(consumer, flow.lag_group_id, offsets)
+                    if refused:
+                        log.debug("flow %s: lag group commit refused for %d partitions (%s)",
+                                  flow.name, len(refused), refused[0].error)
                     committed.update(moved)
                 for gone in [tp for tp in committed if tp not in pending]:
                     del committed[gone]  # no longer mirrored: not kept for ever

@@ -1,14 +1,13 @@
 """Offsets committed in requests the group coordinator can write
 (kafka_mirror.kafka.offset_commits), without Kafka: split by the estimated size of their records,
-in order, every partition once; a partition the broker refused raises and stops the requests
-after it."""
+in order, every partition once; every request is sent and the partitions the broker refused are
+returned."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 
 from kafka_mirror.kafka.offset_commits import (
     COMMIT_BYTES,
@@ -71,15 +70,14 @@ class Consumer:
         return answered
 
 
-def test_commit_sends_each_request_and_raises_the_first_refusal() -> None:
+def test_commit_sends_every_request_and_returns_the_refused_partitions() -> None:
     partitions = _partitions(1000, 10)
     consumer = Consumer()
-    commit_offsets(consumer, GROUP, partitions)
+    assert commit_offsets(consumer, GROUP, partitions) == []
     assert [tp for r in consumer.requests for tp in r] == partitions
     assert len(consumer.requests) == 3
 
     refusing = Consumer(refuse=2)
-    with pytest.raises(KafkaException) as raised:
-        commit_offsets(refusing, GROUP, partitions)
-    assert raised.value.args[0].code() == KafkaError.OFFSET_METADATA_TOO_LARGE
-    assert len(refusing.requests) == 2  # the third is not sent
+    refused = commit_offsets(refusing, GROUP, partitions)
+    assert [tp.error.code() for tp in refused] == [KafkaError.OFFSET_METADATA_TOO_LARGE]
+    assert len(refusing.requests) == 3  # the requests after a refusal are sent too

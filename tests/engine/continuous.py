@@ -180,6 +180,11 @@ def compare(source: Cluster, topic: str, destination: Cluster,
     aside), partition by partition; returns the number of duplicates. The source holds
     ``expected`` keys (a record its producer sent again after a refused delivery that the
     source kept after all is there twice, and so must be on the target)."""
+    # both clusters able to give every partition's end offset (a node restarted by the test
+    # leaves a leader moving for a while: read then, a topic of records read as no partition)
+    for cluster, name in ((source, topic), (destination, f"fsrc.{topic}")):
+        wait_for(lambda c=cluster, n=name: bool(end_offsets(c, n)), 120,
+                 f"the end offsets of {name}")
     src = read_partitions(source, topic)
     dst = read_partitions(destination, f"fsrc.{topic}")
     keys = {record[0] for records in src.values() for record in records}

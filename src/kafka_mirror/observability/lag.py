@@ -99,21 +99,24 @@ class LagCommitter:
                 self._last[flow.name] = now
                 committed = self._committed.setdefault(flow.name, {})
                 moved = {tp: o for tp, o in pending.items() if committed.get(tp) != o}
+                refused: set[tuple[str, int]] = set()
                 if moved:
                     offsets = [TopicPartition(t, p, o) for (t, p), o in sorted(moved.items())]
                     consumer = self._consumer(flow)
                     consumer.poll(0)  # serves librdkafka's queued log lines (never assigned)
-                    # a partition refused (its topic deleted since the positions were read)
-                    # is left: the positions are informational, the next commit has newer ones
-                    refused = commit_offsets(consumer, flow.lag_group_id, offsets)
+                    # a partition the broker refused (its group coordinator moving, its topic
+                    # deleted) is not counted as committed: it is committed again at the next
+                    # flush, with the newest position handed over by then
+                    refused = {(tp.topic, tp.partition) for tp in
+                               commit_offsets(consumer, flow.lag_group_id, offsets)}
                     if refused:
-                        log.debug("flow %s: lag group commit refused for %d partitions (%s)",
-                                  flow.name, len(refused), refused[0].error)
-                    committed.update(moved)
+                        log.debug("flow %s: lag group commit refused for %d partitions",
+                                  flow.name, len(refused))
+                    committed.update({tp: o for tp, o in moved.items() if tp not in refused})
                 for gone in [tp for tp in committed if tp not in pending]:
                     del committed[gone]  # no longer mirrored: not kept for ever
                 with self._positions:  # kept for a retry if the commit failed
-                    if self._pending.get(flow.name) is pending:
+                    if self._pending.get(flow.name) is pending and not refused:
                         del self._pending[flow.name]
 
     def close(self, timeout: float = 10.0) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -21,6 +22,15 @@ CONFIG = ("clusters = a, b\na.bootstrap.servers = x:1\nb.bootstrap.servers = y:1
           "mirror.mode = micro-batch\n")  # real-time mode commits as records are acknowledged
 
 
+@dataclass
+class Refused:
+    """A partition of a commit's answer the broker refused."""
+
+    topic: str
+    partition: int
+    error: KafkaError = field(default_factory=lambda: KafkaError(KafkaError.NOT_COORDINATOR))
+
+
 class FakeConsumer:
     def __init__(self) -> None:
         self.commits: list[dict[tuple[str, int], int]] = []
@@ -29,17 +39,20 @@ class FakeConsumer:
         self.entered = threading.Event()  # a commit began
         self.release = threading.Event()  # lets a commit end
         self.release.set()
+        self.refuse: list[tuple[str, int]] = []  # the next commit's partitions to refuse
 
     def poll(self, timeout: float) -> None:
         return None
 
-    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+    def commit(self, offsets: list[Any], asynchronous: bool) -> list[Any]:
         assert not asynchronous and not self.closed
         self.entered.set()
         self.release.wait()
         if self.fail:
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
         self.commits.append({(tp.topic, tp.partition): tp.offset for tp in offsets})
+        refused, self.refuse = [Refused(t, p) for t, p in self.refuse], []
+        return refused
 
     def close(self) -> None:
         self.closed = True
@@ -136,3 +149,17 @@ def test_the_positions_of_ten_thousand_partitions_go_in_requests_the_broker_can_
     lag.flush_due()
     assert len(consumer.commits) == 2  # of at most 512 KiB each (about 1 MB in all)
     assert {tp: o for commit in consumer.commits for tp, o in commit.items()} == positions
+
+
+def test_a_partition_the_broker_refused_is_committed_again_at_the_next_flush() -> None:
+    """A refused partition (its group coordinator moving) was once counted as committed: with
+    nothing moving after it (the producer stopped), the lag group stayed behind for good."""
+    consumer = FakeConsumer()
+    lag = LagCommitter(consumer_for=lambda flow: consumer)
+    flow = _flow()
+    lag.advance(flow, {("t", 0): 5, ("t", 1): 7})
+    consumer.refuse = [("t", 1)]
+    lag.flush_due()
+    lag.flush_due()  # nothing handed over since: the refused partition again, alone
+    lag.flush_due()
+    assert consumer.commits == [{("t", 0): 5, ("t", 1): 7}, {("t", 1): 7}]

@@ -98,10 +98,9 @@ def test_custom_policy_answers_as_the_java_class(on_classpath: Path) -> None:
     assert not b_to_a.should_mirror("p-A__orders")
     assert not b_to_a.should_mirror("p-B__p-A__orders")
     assert a_to_b.should_mirror("p-C__orders")
-    # the data path's target-topic expression, computed from the known topics
-    assert policy.spark_topic_expression("A", {"b": 1, "a'x": 2}) == (
-        "CASE topic WHEN 'a\\'x' THEN 'p-A__a\\'x' WHEN 'b' THEN 'p-A__b' END"
-    )
+    # the data path's target-topic names, computed from the known topics
+    assert policy.target_topic_names("A", {"b": 1, "a'x": 2}).names == {
+        "a'x": "p-A__a'x", "b": "p-A__b"}
     # the policy's own keys are its, not unknown keys
     assert not [n for n in config.notices if "replication.policy.topic.prefix" in n]
 

@@ -11,29 +11,59 @@ from kafka_mirror.engine.batch_writer import BatchWriter
 from kafka_mirror.engine.observation import observe_columns
 from kafka_mirror.engine.realtime import RealTimeWriter
 from kafka_mirror.kafka.clients import OFFSET_HEADER, TIMESTAMP_HEADER, spark_source_options
-from kafka_mirror.mm2.policy import sql_string
+from kafka_mirror.mm2.policy import TargetTopicNames
 
 OBSERVATION = "kafka_mirror"
 # io.kafkamirror.source.GroupedKafkaSource (jvm/source)
 SOURCE_FORMAT = "kafka-mirror"
 
 # The source timestamp travels as the last header; the producer interceptor turns it back
-# into the record timestamp (Spark's Kafka sink has no timestamp column).
-_MARKERS = (
-    "CASE WHEN headers IS NULL THEN array({marker}) ELSE concat(headers, array({marker})) END"
-)
+# into the record timestamp (Spark's Kafka sink has no timestamp column). In real-time mode the
+# source offset follows, for the interceptor's record of where each record landed
+# (kafka_mirror.engine.realtime). Every column is built with the DataFrame API, not Spark SQL
+# text: a query's start then never runs Spark's SQL parser, whose first use in a JVM (its
+# grammar's tables built) took about 0.25 s of a mirror's start on a 2-core machine.
 
 
-def _marker(key: str, column: str) -> str:
-    value = f"cast(cast({column} AS STRING) AS BINARY)"
-    return f"named_struct('key', {sql_string(key)}, 'value', {value})"
+def _marker(key: str, column: Any) -> Any:
+    """One header: ``key`` and ``column``'s value as text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    return F.struct(F.lit(key).alias("key"),
+                    column.cast(StringType()).cast(BinaryType()).alias("value"))
 
 
-_HEADERS = _MARKERS.format(marker=_marker(TIMESTAMP_HEADER, "unix_millis(timestamp)"))
-# real-time mode: the source offset follows, for the interceptor's record of where each record
-# landed (kafka_mirror.engine.realtime)
-_REALTIME_HEADERS = _MARKERS.format(marker=", ".join((
-    _marker(TIMESTAMP_HEADER, "unix_millis(timestamp)"), _marker(OFFSET_HEADER, "offset"))))
+def _headers(realtime: bool) -> Any:
+    """The source record's headers with the markers after them."""
+    from pyspark.sql import functions as F
+
+    markers = [_marker(TIMESTAMP_HEADER, F.unix_millis(F.col("timestamp")))]
+    if realtime:
+        markers.append(_marker(OFFSET_HEADER, F.col("offset")))
+    added = F.array(*markers)
+    headers = F.col("headers")
+    return F.when(headers.isNull(), added).otherwise(F.concat(headers, added))
+
+
+def topic_column(names: TargetTopicNames) -> Any:
+    """The target topic of each record, from its source column ``topic``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    topic = F.col("topic")
+    if names.names is not None:
+        column = None
+        for source, target in sorted(names.names.items()):
+            column = (F.when(topic == source, target) if column is None
+                      else column.when(topic == source, target))
+        return F.lit(None).cast(StringType()) if column is None else column
+    if not names.prefix:
+        return topic
+    renamed = F.concat(F.lit(names.prefix), topic)
+    if names.suffix is None:
+        return renamed
+    return F.when(topic.endswith(names.suffix), renamed).otherwise(topic)
 
 
 def mirror_frame(
@@ -69,46 +99,43 @@ def mirror_frame(
 def _target_records(source: Any, flow: FlowSpec, assignment: dict[str, int],
                     with_latency: bool) -> Any:
     """``source`` (rows of the source's schema) observed and turned into target records."""
-    from pyspark.sql import functions
-
     observed = source
     if not flow.realtime:
-        size = "coalesce(length(key), 0) + coalesce(length(value), 0)"
-        aggregates = {"records": "count(1)", "bytes": f"sum({size})"}
-        if with_latency:
-            aggregates |= observe_columns()
-        observed = source.observe(
-            OBSERVATION, *(functions.expr(sql).alias(name) for name, sql in aggregates.items())
-        )
-    return observed.selectExpr(
-        f"{flow.policy.spark_topic_expression(flow.source.alias, assignment)} AS topic",
+        observed = source.observe(OBSERVATION, *observe_columns(with_latency))
+    names = flow.policy.target_topic_names(flow.source.alias, assignment)
+    return observed.select(
+        topic_column(names).alias("topic"),
         "partition",
         "key",
         "value",
-        f"{_REALTIME_HEADERS if flow.realtime else _HEADERS} AS headers",
+        _headers(flow.realtime).alias("headers"),
     )
 
 
-# one row of the source's schema (jvm/source Rows.SCHEMA), made up
-_MADE_UP_ROW = (
-    "CAST(NULL AS BINARY) AS key", "CAST('' AS BINARY) AS value", "{topic} AS topic",
-    "0 AS partition", "id AS offset", "current_timestamp() AS timestamp", "0 AS timestampType",
-    "CAST(NULL AS ARRAY<STRUCT<key: STRING, value: BINARY>>) AS headers",
-)
+def _made_up_rows(spark: Any, topic: str) -> Any:
+    """One row of the source's schema (jvm/source ``Rows.SCHEMA``), made up."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    return spark.range(0, 1, 1, 1).select(
+        F.lit(None).cast(BinaryType()).alias("key"), F.lit("").cast(BinaryType()).alias("value"),
+        F.lit(topic).alias("topic"), F.lit(0).alias("partition"), F.col("id").alias("offset"),
+        F.current_timestamp().alias("timestamp"), F.lit(0).alias("timestampType"),
+        F.lit(None).cast(ArrayType(header)).alias("headers"))
 
 
 def warm_frame(spark: Any, flow: FlowSpec, assignment: dict[str, int],
                with_latency: bool = False) -> None:
     """What a standby does once so that its first batch after a takeover does not load Spark:
-    the flow's frame built (data source lookup, SQL parser, analyzer) with a ``foreachBatch``
-    writer (PySpark's callback server), started never; and one local job of a made-up row
-    through the same observation and projection into Spark's ``noop`` sink (code generation,
-    the scheduler, a task). Nothing is read from or written to a cluster."""
+    the flow's frame built (data source lookup, analyzer) with a ``foreachBatch`` writer
+    (PySpark's callback server), started never; and one local job of a made-up row through the
+    same observation and projection into Spark's ``noop`` sink (code generation, the scheduler,
+    a task). Nothing is read from or written to a cluster."""
     frame = mirror_frame(spark, flow, assignment, "latest", with_latency)
     if not flow.realtime:  # a real-time query has no foreachBatch writer
         frame.writeStream.foreachBatch(lambda _frame, _batch_id: None)
-    topic = sql_string(min(assignment)) if assignment else "''"
-    rows = spark.range(0, 1, 1, 1).selectExpr(*(c.format(topic=topic) for c in _MADE_UP_ROW))
+    rows = _made_up_rows(spark, min(assignment) if assignment else "")
     _target_records(rows, flow, assignment, with_latency).write.format("noop") \
         .mode("overwrite").save()
 

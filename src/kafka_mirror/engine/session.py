@@ -35,6 +35,12 @@ DEFAULT_SPARK_CONF = {
     # Spark turns adaptive execution off for streaming queries, with a warning at each start
     # while it is on (ResolveWriteToStream); a batch's write has no shuffle for it to adapt
     "spark.sql.adaptive.enabled": "false",
+    # A session applies every SparkSessionExtensionsProvider its class path lists (ServiceLoader)
+    # unless this static setting is false: PySpark's jars bring spark-mllib's, which registers
+    # the ML SQL functions through Scala reflection, about 0.5 s of the driver's start on a
+    # 2-core machine for functions a mirror never calls (StaticSQLConf, Spark 4.2; extensions
+    # named in spark.sql.extensions still apply)
+    "spark.sql.extensions.test.loadFromCp": "false",
 }
 
 # Driver loggers held above Spark's level. Hadoop's Shell sets a new checkpoint file's mode with

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.mm2 import policy_jvm
-from kafka_mirror.mm2.policy import ReplicationPolicy, sql_string
+from kafka_mirror.mm2.policy import ReplicationPolicy, TargetTopicNames
 
 POLICY_INTERFACE = "org.apache.kafka.connect.mirror.ReplicationPolicy"
 CONFIGURABLE = "org.apache.kafka.common.Configurable"
@@ -177,16 +177,12 @@ class JavaReplicationPolicy(ReplicationPolicy):
     def is_internal_topic(self, topic: str) -> bool:
         return self._test("isInternalTopic", topic)
 
-    def spark_topic_expression(self, source_alias: str, topics: Collection[str]) -> str:
-        """``CASE topic WHEN 'a' THEN '<name of a>' ... END``: the names, computed here, of the
-        topics the query reads (no other topic reaches it)."""
-        if not topics:
-            return "CAST(NULL AS STRING)"
-        cases = " ".join(
-            f"WHEN {sql_string(t)} THEN {sql_string(self.format_remote_topic(source_alias, t))}"
-            for t in sorted(topics)
-        )
-        return f"CASE topic {cases} END"
+    def target_topic_names(self, source_alias: str, topics: Collection[str]
+                           ) -> TargetTopicNames:
+        """The names, computed here, of the topics the query reads (no other topic reaches
+        it)."""
+        return TargetTopicNames(names={t: self.format_remote_topic(source_alias, t)
+                                       for t in sorted(topics)})
 
 
 def _text(value: Any) -> str:

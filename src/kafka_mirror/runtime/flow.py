@@ -403,6 +403,7 @@ class FlowRunner:
         if self.flow.realtime:
             known = self.realtime.start_positions(
                 known, assignment, partial(offsets.end_offsets, timeout=30.0))
+        self.resume.forget_read_ahead()
         return known, True
 
     def _check_unclean(self, spark: Any, known: Positions, assignment: dict[str, int]) -> bool:
@@ -530,10 +531,14 @@ class FlowRunner:
 
     def check_resume(self, assignment: dict[str, int]) -> None:
         """Before Spark starts: records deleted since the last run stop the flow at once (with
-        ``mirror.fail.on.data.loss=true``; otherwise the start of the query reports them)."""
+        ``mirror.fail.on.data.loss=true``; otherwise the start of the query reports them);
+        what the first start reads of Kafka is read while the session starts."""
         known = self.resume.resume_positions(self.topic_ids)
-        if known and self.flow.fail_on_data_loss:
-            self._check_data_loss(known, assignment)
+        if known and self.flow.fail_on_data_loss and not self._check_data_loss(known,
+                                                                                assignment):
+            return
+        if self.active and self._read_kept:  # the first start's reads of Kafka, under way now
+            self.resume.read_ahead()
 
     def _check_data_loss(self, known: Positions, assignment: dict[str, int]) -> bool:
         """False when records the flow has not mirrored yet were deleted on the source and

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from kafka_mirror.config.model import ClusterSpec, FlowSpec
 from kafka_mirror.control.mm2_positions import read_mm2_positions
@@ -25,6 +26,8 @@ from kafka_mirror.state.source_epochs import SourceEpochs
 log = logging.getLogger(__name__)
 
 ReadMm2Positions = Callable[[ClusterSpec, str, str], Positions]
+# how long what was read ahead for a start (ResumePlanner.read_ahead) serves it
+READ_AHEAD_SECONDS = 30.0
 
 
 class SourceAdmin(Protocol):
@@ -79,6 +82,7 @@ class ResumePlanner:
         kept: KeptPositions | None = None,
         read_syncs: ReadOffsetSyncs | None = None,
         in_background: Callable[[Callable[[], None]], None] = _on_a_thread,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.flow = flow
         # the offset syncs a new writer rebuilds its offset translation from
@@ -102,6 +106,42 @@ class ResumePlanner:
         # set while no rebuild of offset translation from offset syncs is under way
         self.rebuilt = threading.Event()
         self.rebuilt.set()
+        self._clock = clock
+        # what read_ahead read for the next start: name -> (when, what)
+        self._ahead: dict[str, tuple[float, Any]] = {}
+
+    def read_ahead(self) -> None:
+        """The reads of Kafka alone a start makes (the positions kept there; a MirrorMaker 2's
+        offsets topic, for a takeover), made now: while the Spark session starts, before the
+        flow's first start, which uses them if it comes within :data:`READ_AHEAD_SECONDS`
+        (about 0.2 s less from a process start to the first record). A read that fails here is
+        made again by the start, which reports it."""
+        reads: dict[str, Callable[[], Any]] = {}
+        if self.kept is not None and self.target_ends is not None:
+            reads["kept"] = self.kept.read
+        if self.flow.takeover_mm2:
+            reads["mm2"] = self._read_mm2
+        for name, read in reads.items():
+            try:
+                self._ahead[name] = (self._clock(), read())
+            except Exception as exc:
+                log.debug("flow %s: %s not read ahead (%s)", self.flow.name, name, exc)
+
+    def forget_read_ahead(self) -> None:
+        """A start is over: what it did not use of what was read ahead goes."""
+        self._ahead.clear()
+
+    def _read(self, name: str, read: Callable[[], Any]) -> Any:
+        """What ``read`` gives: read ahead a moment ago, or now."""
+        when, value = self._ahead.pop(name, (float("-inf"), None))
+        if self._clock() - when <= READ_AHEAD_SECONDS:
+            return value
+        return read()
+
+    def _read_mm2(self) -> Positions:
+        flow = self.flow
+        topic = mm2_offsets_topic(self.raw_config, flow.source.alias, flow.target.alias)
+        return self.read_mm2(flow.target, topic, flow.source.alias)
 
     def resume_positions(self, topic_ids: Mapping[str, str]) -> Positions | None:
         """Where the flow resumes: the positions of its last committed batch (in real-time
@@ -180,7 +220,7 @@ class ResumePlanner:
         if self.kept is None or self.target_ends is None:
             return known
         try:
-            kept = self.kept.read()
+            kept = self._read("kept", self.kept.read)
         except Exception as exc:
             log.warning("flow %s: the positions kept in Kafka were not read (%s); resuming from "
                         "the state dir alone", self.flow.name, first_line(str(exc)))
@@ -272,8 +312,7 @@ class ResumePlanner:
         if flow.takeover_mm2:
             topic = mm2_offsets_topic(self.raw_config, flow.source.alias, flow.target.alias)
             positions = {
-                tp: offset for tp, offset in
-                self.read_mm2(flow.target, topic, flow.source.alias).items()
+                tp: offset for tp, offset in self._read("mm2", self._read_mm2).items()
                 if assignment is None or tp[1] < assignment.get(tp[0], 0)
             }
             if positions:

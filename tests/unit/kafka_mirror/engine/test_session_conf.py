@@ -92,3 +92,9 @@ def test_adaptive_execution_is_off_unless_the_user_turns_it_on() -> None:
     assert spark_conf({}, {}, [])["spark.sql.adaptive.enabled"] == "false"
     assert spark_conf({"spark.sql.adaptive.enabled": "true"}, {},
                       [])["spark.sql.adaptive.enabled"] == "true"
+
+
+def test_session_extensions_on_the_class_path_are_left_out_unless_asked_for() -> None:
+    key = "spark.sql.extensions.test.loadFromCp"
+    assert spark_conf({}, {}, [])[key] == "false"
+    assert spark_conf({key: "true"}, {}, [])[key] == "true"

@@ -333,3 +333,66 @@ def test_a_restart_whose_own_ranges_reach_the_kept_positions_reads_no_syncs(
     )
     assert planner.with_kept_positions({("t", 0): 300}, {"t": 3}, {}) == {("t", 0): 400}
     assert read == [] and ranges.translate("t", 0, 350) == 1350
+
+
+class CountedKept(FakeKept):
+    """Kept positions that count their reads and may fail them."""
+
+    def __init__(self, kept: dict[Key, tuple[int, int | None, str | None]]) -> None:
+        super().__init__(kept)
+        self.reads = 0
+        self.failing = False
+
+    def read(self) -> dict[Key, Any]:
+        self.reads += 1
+        if self.failing:
+            raise OSError("cluster B is away")
+        return super().read()
+
+
+def _reading_ahead(tmp_path: Path, kept: CountedKept, mm2: FakeMm2, clock: list[float]
+                   ) -> ResumePlanner:
+    return ResumePlanner(
+        _flow(), FakeAdmin({"t": 3}), FlowState(tmp_path / "flow"), OffsetRanges(),
+        AckedPositions(tmp_path / "a.json"), TargetEnds(tmp_path / "target-ends.json"),
+        lambda: None, {}, mm2, kept=kept,  # type: ignore[arg-type]
+        clock=lambda: clock[0],
+    )
+
+
+def test_a_first_start_uses_what_was_read_ahead_while_the_session_started(
+    tmp_path: Path,
+) -> None:
+    kept, mm2, clock = CountedKept({("t", 0): (10, 110, None)}), FakeMm2({("t", 1): 12}), [0.0]
+    planner = _reading_ahead(tmp_path, kept, mm2, clock)
+    planner.read_ahead()
+    assert kept.reads == 1 and len(mm2.read) == 1
+    kept.kept, mm2.positions = {}, {}  # read again, these would be found instead
+    clock[0] += 5
+    assert planner.with_kept_positions(None, {"t": 3}, {}) == {("t", 0): 10}
+    assert planner.takeover_positions({"t": 3}) == {("t", 1): 12}
+    assert kept.reads == 1 and len(mm2.read) == 1
+    planner.forget_read_ahead()
+    # the next start reads again
+    assert planner.with_kept_positions(None, {"t": 3}, {}) is None
+    assert planner.takeover_positions({"t": 3}) is None
+    assert kept.reads == 2 and len(mm2.read) == 2
+
+
+def test_what_was_read_ahead_long_ago_or_not_at_all_is_read_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    kept, mm2, clock = CountedKept({("t", 0): (10, 110, None)}), FakeMm2({}), [0.0]
+    planner = _reading_ahead(tmp_path, kept, mm2, clock)
+    planner.read_ahead()
+    kept.kept = {}
+    clock[0] += 31  # READ_AHEAD_SECONDS passed: the start reads now
+    assert planner.with_kept_positions(None, {"t": 3}, {}) is None
+    assert kept.reads == 2
+    # a read that fails ahead is made again by the start, which reports its failure
+    kept.failing = True
+    planner.read_ahead()
+    with caplog.at_level(logging.WARNING):
+        assert planner.with_kept_positions(None, {"t": 3}, {}) is None
+    assert kept.reads == 4
+    assert "the positions kept in Kafka were not read (cluster B is away)" in caplog.text

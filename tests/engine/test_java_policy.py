@@ -348,3 +348,34 @@ def test_active_active_with_custom_policy(
     assert not {x for x in on_a | on_b
                 if x.startswith((f"{a}.", f"{b}.")) and not x.endswith(".internal")}
     print(f"mirrored after {mirrored - began:.0f}s")
+
+
+@pytest.mark.spark
+def test_a_spark_session_in_the_process_hides_no_policy_error(on_classpath: Path) -> None:
+    """A Spark session hooks PySpark's exception conversion into py4j for every gateway of the
+    process, the policy JVM's too: a policy's Java exception still reads as one, while the
+    session runs (the mirror's case: a policy asked about a new topic) and after it stopped."""
+    import py4j.java_gateway
+
+    from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
+    from kafka_mirror.mm2.java_policy import PolicyCallError
+
+    policy = mm2_from_text(PAIR + f"replication.policy.class = {POLICY}\n").flows[0].policy
+    unhooked = py4j.java_gateway.get_return_value
+    spark = build_session(spark_conf({"spark.master": "local[1]"}, {}, connector_jars(None)))
+    try:
+        for stopped in (False, True):
+            if stopped:
+                spark.stop()
+            with pytest.raises(ConfigError) as info:
+                mm2_from_text(PAIR + "replication.policy.class = kmtest.Missing\n",
+                              "mm2.properties")
+            assert "class not found or not loadable: java.lang.ClassNotFoundException: " \
+                "kmtest.Missing" in str(info.value)
+            with pytest.raises(PolicyCallError) as called:
+                policy.upstream_topic(None)  # type: ignore[arg-type]
+            assert f"replication policy {POLICY}: upstreamTopic(None) threw " \
+                "java.lang.NullPointerException" in str(called.value)
+    finally:
+        spark.stop()
+        py4j.java_gateway.get_return_value = unhooked

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from kafka_mirror.engine.jvm_admin import number_list, partition_list
 from kafka_mirror.engine.jvm_offsets import JvmEndOffsets
+from kafka_mirror.engine.jvm_statics import JvmStatics
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.state.source_epochs import Partition, SourceEpochs
 
@@ -124,13 +125,14 @@ class JvmLeaderEpochs(JvmEndOffsets):
 
     def __init__(self, spark: Any, props: Mapping[str, str], timeout: float = 10.0) -> None:
         super().__init__(spark, dict(props) | {"client.id": "kafka-mirror-epochs"}, timeout)
+        self._epochs = JvmStatics(self._jvm, "io.kafkamirror.LeaderEpochs")
 
     def latest(self, partitions: list[Partition]) -> dict[Partition, tuple[int, int]]:
         """Per partition: (end offset, leader epoch; -1 when the broker gives none)."""
         if not partitions:
             return {}
-        text = str(self._jvm.io.kafkamirror.LeaderEpochs.latest(
-            self._admin, partition_list(partitions), self._timeout_ms))
+        text = str(self._epochs.call(
+            "latest", self._admin, partition_list(partitions), self._timeout_ms))
         pairs = (item.split(":") for item in text.split(","))
         return {tp: (int(end), int(epoch)) for tp, (end, epoch) in zip(partitions, pairs,
                                                                           strict=True)}
@@ -141,8 +143,9 @@ class JvmLeaderEpochs(JvmEndOffsets):
         if not marks:
             return {}
         order = sorted(marks)
-        text = str(self._jvm.io.kafkamirror.LeaderEpochs.divergence(
-            self._props, partition_list(order), number_list(marks[tp][0] for tp in order),
+        text = str(self._epochs.call(
+            "divergence", self._props, partition_list(order),
+            number_list(marks[tp][0] for tp in order),
             number_list(marks[tp][1] for tp in order), self._timeout_ms))
         return dict(zip(order, (int(x) for x in text.split(",")), strict=True))
 

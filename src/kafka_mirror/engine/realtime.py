@@ -40,12 +40,16 @@ from typing import Any
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten, PartitionCopy
 from kafka_mirror.engine.batches import BatchCommitted
+from kafka_mirror.engine.jvm_statics import JvmStatics
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.engine.quiet_stop import REALTIME_STOP_NOISE, stop_quietly
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.state.offset_ranges import CopiedRange
 
 log = logging.getLogger(__name__)
+
+# where the interceptor records the ranges the target acknowledged (jvm/interceptor)
+COPIED_RANGES = "io.kafkamirror.CopiedRanges"
 
 
 def new_run_key(flow: FlowSpec) -> str:
@@ -160,19 +164,21 @@ class RealTimeWriter:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._jvm: Any = None
+        self._ranges: JvmStatics | None = None
 
     def attach(self, spark: Any) -> None:
         self._jvm = spark.sparkContext._jvm
+        self._ranges = JvmStatics(self._jvm, COPIED_RANGES)
 
     def drain(self, batch_id: int = -1) -> BatchWritten | None:
         """The ranges recorded since the last drain, as one event with the records and bytes
         they hold; None when there are none (or the JVM does not answer: translation then
         stays where it was, never wrong, and the counts wait for the next drain)."""
-        if self._jvm is None:
+        if self._ranges is None:
             return None
         with self._lock:
             try:
-                text = str(self._jvm.io.kafkamirror.CopiedRanges.drain(self.run_key))
+                text = str(self._ranges.call("drain", self.run_key))
             except Exception as exc:
                 log.debug("flow %s: copied ranges not read (%s)", self.flow.name, exc)
                 return None
@@ -185,10 +191,10 @@ class RealTimeWriter:
         <Exception>: <message>``; None while none failed (or the JVM does not answer). Spark's
         sink would report it only with the task's next record or at the batch's end, minutes
         later when no record follows; executors in other JVMs report theirs that way."""
-        if self._jvm is None:
+        if self._ranges is None:
             return None
         try:
-            text = str(self._jvm.io.kafkamirror.CopiedRanges.failure(self.run_key))
+            text = str(self._ranges.call("failure", self.run_key))
         except Exception as exc:
             log.debug("flow %s: failed sends not read (%s)", self.flow.name, exc)
             return None
@@ -207,13 +213,12 @@ class RealTimeWriter:
         acknowledged or failed every record the run's producer had sent in this JVM, so the
         last drain holds them all. Executors in other JVMs are not waited for (their
         unreported records are written again on the next start)."""
-        if self._jvm is None:
+        if self._ranges is None:
             return True
-        ranges = self._jvm.io.kafkamirror.CopiedRanges
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if int(ranges.pending(self.run_key)) == 0:
+                if int(self._ranges.call("pending", self.run_key)) == 0:
                     return True
             except Exception as exc:
                 log.debug("flow %s: records in flight not read (%s)", self.flow.name, exc)
@@ -228,6 +233,6 @@ class RealTimeWriter:
 
     def forget(self) -> None:
         """The run's query stopped: its producer's ranges are drained, then dropped."""
-        if self._jvm is not None:
+        if self._ranges is not None:
             with contextlib.suppress(Exception):
-                self._jvm.io.kafkamirror.CopiedRanges.forget(self.run_key)
+                self._ranges.call("forget", self.run_key)

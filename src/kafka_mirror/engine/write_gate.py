@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kafka_mirror.engine.jvm_statics import JvmStatics
+
 log = logging.getLogger(__name__)
 
 # the JVM's clock read between two readings of Python's: the same clock when it falls between
@@ -47,7 +49,7 @@ class WriteGate:
         self.key = key
         self._lock = threading.Lock()
         self._until: float | None = None
-        self._gates: Any = None  # the JVM class, once attached
+        self._gates: JvmStatics | None = None  # the JVM class, once attached
         self.used = False  # attached to a JVM whose clock is Python's
 
     def hold_until(self, until: float | None) -> None:
@@ -64,8 +66,8 @@ class WriteGate:
                 return self.used
             if not str(spark.sparkContext.master).startswith("local"):
                 return False
-            gates = spark.sparkContext._jvm.io.kafkamirror.source.WriteGate
-            if not same_clock(gates.nanoTime):
+            gates = JvmStatics(spark.sparkContext._jvm, "io.kafkamirror.source.WriteGate")
+            if not same_clock(gates.method("nanoTime")):
                 log.warning("flow %s: the JVM's monotonic clock is not Python's: a writer paused "
                             "past its lease is stopped by the flow's own checks only",
                             self.key)
@@ -79,8 +81,8 @@ class WriteGate:
             return
         try:
             if self._until is None:
-                self._gates.close(self.key)
+                self._gates.call("close", self.key)
             else:
-                self._gates.openUntil(self.key, int(self._until * 1e9))
+                self._gates.call("openUntil", self.key, int(self._until * 1e9))
         except Exception as exc:  # the JVM is going away; closed stays closed by its deadline
             log.debug("flow %s: write gate not set (%s)", self.key, exc)

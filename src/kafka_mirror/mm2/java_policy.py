@@ -11,7 +11,8 @@ every time (on every task, after every restart).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from kafka_mirror.errors import MirrorError
@@ -49,6 +50,34 @@ def java_reason(error: Any) -> str:
         throwable = cause
 
 
+def _thrown(error: BaseException | None) -> Any:
+    """The Java exception (py4j's ``Py4JJavaError``) behind ``error``, or None. A Spark session
+    in this process hooks PySpark's exception conversion into py4j for every gateway, this
+    JVM's too: a policy's Java exception then comes out as PySpark's own error, or as an error
+    of its lookup in the Spark JVM, raised while handling it (its context)."""
+    from py4j.protocol import Py4JJavaError
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, Py4JJavaError):
+            return error
+        seen.add(id(error))
+        error = error.__context__
+    return None
+
+
+@contextmanager
+def _java_call(fail: Callable[[str], Exception]) -> Iterator[None]:
+    """A call into the policy's JVM: a Java exception it throws raises ``fail(reason)``."""
+    try:
+        yield
+    except Exception as exc:
+        thrown = _thrown(exc)
+        if thrown is None:
+            raise
+        raise fail(java_reason(thrown)) from None
+
+
 def load_policy(class_name: str, config: Mapping[str, str]) -> JavaReplicationPolicy:
     """The configured policy (one per class and configuration: flows with the same settings
     share it); raises :class:`PolicyLoadError`."""
@@ -64,35 +93,24 @@ def load_policy(class_name: str, config: Mapping[str, str]) -> JavaReplicationPo
 
 
 def _instantiate(gateway: Any, class_name: str, config: Mapping[str, str]) -> Any:
-    from py4j.protocol import Py4JJavaError
-
     jvm = gateway.jvm
     loader = jvm.java.lang.ClassLoader.getSystemClassLoader()
-    try:
+    with _java_call(lambda why: PolicyLoadError(
+            f"class not found or not loadable: {why} (class path: $CLASSPATH, then Kafka's "
+            "connect-mirror-client and kafka-clients; put the policy's jar on CLASSPATH)")):
         cls = jvm.java.lang.Class.forName(class_name, True, loader)
-    except Py4JJavaError as exc:
-        raise PolicyLoadError(
-            f"class not found or not loadable: {java_reason(exc)} (class path: $CLASSPATH, then "
-            "Kafka's connect-mirror-client and kafka-clients; put the policy's jar on CLASSPATH)"
-        ) from None
     if not jvm.java.lang.Class.forName(POLICY_INTERFACE, False, loader).isAssignableFrom(cls):
         raise PolicyLoadError(f"{class_name} does not implement {POLICY_INTERFACE}")
-    try:
+    with _java_call(lambda why: PolicyLoadError(
+            f"cannot create an instance with the public no-argument constructor: {why}")):
         constructor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
         instance = constructor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
-    except Py4JJavaError as exc:
-        raise PolicyLoadError(
-            f"cannot create an instance with the public no-argument constructor: "
-            f"{java_reason(exc)}"
-        ) from None
     if jvm.java.lang.Class.forName(CONFIGURABLE, False, loader).isInstance(instance):
         settings = jvm.java.util.HashMap()
         for name, value in config.items():
             settings.put(name, value)
-        try:
+        with _java_call(lambda why: PolicyLoadError(f"configure() failed: {why}")):
             instance.configure(settings)
-        except Py4JJavaError as exc:
-            raise PolicyLoadError(f"configure() failed: {java_reason(exc)}") from None
     return instance
 
 
@@ -116,16 +134,10 @@ class JavaReplicationPolicy(ReplicationPolicy):
         key = (method, args)
         if key in self._memo:
             return check(self._memo[key])
-        from py4j.protocol import Py4JJavaError
-
         shown = ", ".join(repr(a) for a in args)
-        try:
+        with _java_call(lambda why: PolicyCallError(
+                f"replication policy {self.class_name}: {method}({shown}) threw {why}")):
             value = getattr(self._instance, method)(*args)
-        except Py4JJavaError as exc:
-            raise PolicyCallError(
-                f"replication policy {self.class_name}: {method}({shown}) threw "
-                f"{java_reason(exc)}"
-            ) from None
         try:
             answer = check(value)
         except TypeError:

@@ -174,6 +174,8 @@ class FlowRunner:
         self.query: Any = None
         # per query run (progress events of a stopped run can still arrive after a restart)
         self.writers: dict[str, Writer] = {}
+        # the running query's (its run's entry in writers: no py4j call for its run id)
+        self._query_writer: Writer | None = None
         # the other flows of the process (real-time ones hold task slots), and the lock under
         # which real-time flows count the free slots and take theirs (flows start in parallel)
         self.peers: Mapping[str, FlowRunner] = {}
@@ -488,6 +490,7 @@ class FlowRunner:
                     dropped.forget()
             self.writers = {k: v for k, v in list(self.writers.items())[-2:]}
             self.writers[str(self.query.runId)] = writer
+            self._query_writer = writer
             if isinstance(writer, BatchWriter):
                 query = self.query
                 writer.query_active = lambda: bool(query.isActive)
@@ -733,7 +736,7 @@ class FlowRunner:
     def _current_writer(self) -> Writer | None:
         if self.query is None:
             return None
-        return self.writers.get(str(self.query.runId))
+        return self._query_writer
 
     def stop(self) -> None:
         """Stop between batches: the batch being written finishes, the next is refused (and

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kafka_mirror.engine.flow_query import _target_records
+from kafka_mirror.engine.flow_query import _target_records, topic_column
 from kafka_mirror.engine.observation import AGE_GRID_MS, observe_columns
 from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
 from kafka_mirror.kafka.clients import OFFSET_HEADER, TIMESTAMP_HEADER
@@ -104,6 +104,18 @@ def test_target_topic_names_per_policy(spark: Any, policy: ReplicationPolicy,
     assert [names.target(t) for t in TOPICS] == expected
 
 
+def test_names_of_thousands_of_topics(spark: Any) -> None:
+    """A policy's name per topic for 3,000 topics: each record gets its topic's."""
+    from pyspark.sql import functions as F
+
+    names = {f"t{i}": f"A-t{i}!" for i in range(3000)}
+    rows = spark.range(0, 3000, 1, 1).select(
+        F.concat(F.lit("t"), F.col("id").cast("string")).alias("topic"))
+    named = rows.select(F.col("topic"), topic_column(TargetTopicNames(names=names))
+                        .alias("target")).collect()
+    assert {row["topic"]: row["target"] for row in named} == names
+
+
 def test_a_flow_of_no_topics_names_none(spark: Any) -> None:
     records = _target_records(source_rows(spark), flow(NamedPolicy(), True), {},
                               with_latency=False)
@@ -146,14 +158,15 @@ import sys
 from types import SimpleNamespace
 from kafka_mirror.engine.flow_query import _made_up_rows, _target_records
 from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
-from kafka_mirror.mm2.policy import IdentityReplicationPolicy
+from kafka_mirror.mm2.policy import IdentityReplicationPolicy, TargetTopicNames
 conf = spark_conf({"spark.master": "local[1]",
                    "spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={sys.argv[1]}"},
                   {}, connector_jars(None))
 spark = build_session(conf)
-for realtime in (True, False):
-    flow = SimpleNamespace(realtime=realtime, policy=IdentityReplicationPolicy(),
-                           source=SimpleNamespace(alias="A"))
+named = SimpleNamespace(target_topic_names=lambda alias, topics: TargetTopicNames(
+    names={t: f"{alias}-{t}" for t in topics}))
+for realtime, policy in ((True, IdentityReplicationPolicy()), (False, named)):
+    flow = SimpleNamespace(realtime=realtime, policy=policy, source=SimpleNamespace(alias="A"))
     records = _target_records(_made_up_rows(spark, "t"), flow, {"t": 1}, True)
     records.write.format("noop").mode("overwrite").save()
 spark.stop()

@@ -49,15 +49,14 @@ def _headers(realtime: bool) -> Any:
 def topic_column(names: TargetTopicNames) -> Any:
     """The target topic of each record, from its source column ``topic``."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType
 
     topic = F.col("topic")
     if names.names is not None:
-        column = None
-        for source, target in sorted(names.names.items()):
-            column = (F.when(topic == source, target) if column is None
-                      else column.when(topic == source, target))
-        return F.lit(None).cast(StringType()) if column is None else column
+        # one text literal that the optimizer folds into a map (a topic's name holds neither
+        # "," nor ":"): a CASE built a branch at a time made py4j calls per topic and copied
+        # the branches at each (4 s for 3,000 topics)
+        text = ",".join(f"{source}:{target}" for source, target in sorted(names.names.items()))
+        return F.try_element_at(F.str_to_map(F.lit(text), F.lit(","), F.lit(":")), topic)
     if not names.prefix:
         return topic
     renamed = F.concat(F.lit(names.prefix), topic)

@@ -4,9 +4,6 @@ its class list, an archive is built from it, and the next start maps the classes
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,6 +15,7 @@ from kafka_mirror.engine.class_data import (
     JAVA_OPTIONS_KEY,
     ClassData,
 )
+from kafka_mirror_testing.python_runs import run_json_script
 
 
 def test_first_run_writes_a_class_list_and_later_runs_map_the_archive(tmp_path: Path) -> None:
@@ -83,21 +81,9 @@ START = textwrap.dedent("""
 
 
 def _start(directory: Path, step: str) -> dict[str, object]:
-    """One start in a session of its own: on a timeout its whole group goes (the archive's
-    builder, a JVM at the lowest CPU priority, included)."""
-    import json
-
-    with subprocess.Popen([sys.executable, "-c", START, str(directory), step],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
-        try:
-            out, err = proc.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            raise AssertionError(f"start ({step}) took over 600 s:\n{err[-3000:]}") from None
-    assert proc.returncode == 0, err[-3000:]
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    """One start in a session of its own (the archive's builder, a JVM at the lowest CPU
+    priority, goes with it on a timeout)."""
+    return run_json_script(START, str(directory), step, timeout=600)
 
 
 # the benchmark's smoke run builds an archive of its own at the lowest CPU priority: not both at

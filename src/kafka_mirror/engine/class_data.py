@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kafka_mirror.engine.driver_launch import DriverLaunch
+
 log = logging.getLogger(__name__)
 
 # in the state directory
@@ -39,6 +41,8 @@ CLASS_LIST_SUFFIX = ".classlist"
 # what the archive was built for: the JVM and class path it must match
 ARCHIVE_INFO = "spark-driver.json"
 DUMP_LOG_SUFFIX = ".dump.log"
+# the driver's launch commands (kafka_mirror.engine.driver_launch)
+LAUNCH_DIR = "driver-launch"
 # the flows' first batches load most of what a long run needs
 DUMP_DELAY_SECONDS = 60.0
 DUMP_TIMEOUT_SECONDS = 900.0
@@ -81,6 +85,11 @@ class ClassData:
             [*([out[JAVA_OPTIONS_KEY]] if out.get(JAVA_OPTIONS_KEY) else []),
              *(shlex.quote(o) for o in mine)])
         return out
+
+    def driver_launch(self) -> DriverLaunch:
+        """The driver's launch commands, kept beside the archive (the class list, named after
+        this process, is the part that changes at every start)."""
+        return DriverLaunch(self.directory / LAUNCH_DIR, volatile=[str(self.class_list)])
 
     def started(self, spark: Any) -> None:
         """After the session started: build an archive later in this run when this JVM has none

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -13,7 +14,10 @@ from typing import Any
 from kafka_mirror import jvm_artifacts
 from kafka_mirror.config.modes import DEFAULT_MASTER, LOCAL_MASTER, REALTIME_LOCAL_SLOTS
 from kafka_mirror.engine.class_data import JAVA_OPTIONS_KEY
+from kafka_mirror.engine.driver_launch import DriverLaunch, submit_args
 from kafka_mirror.errors import ConfigError, MirrorError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SPARK_CONF = {
     "spark.app.name": "kafka-mirror",
@@ -57,6 +61,24 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 _DRIVER_OPTIONS = (JAVA_OPTIONS_KEY, "spark.driver.extraJavaOptions")
 # how a JVM is given a log4j configuration file: log4j 2's property (either spelling), log4j 1's
 _LOG4J_FILE_OPTIONS = re.compile(r"-Dlog4j2?\.configuration(File)?=")
+
+
+# The driver's JIT: C2 compiles a method after ten times JDK 17's invocations and loop iterations
+# (four times the combined threshold). At start the C2 thread otherwise compiled ~2 CPU s of
+# class loading, lambda spinning and Hadoop configuration parsing, code that is hot for a second
+# (on 2 cores: a core for most of the start); the data path's loops pass these thresholds within
+# seconds of copying. Measured on 2 cores (docs/benchmarks.md, "The driver's start without its
+# launcher, and a later C2"): CPU until the first record 5.5 -> 4.0 s, the first record 0.3-0.5 s
+# sooner, the same rate, 11 % less CPU per GB. Placed before the user's driver options, which
+# win (HotSpot takes a flag's last value).
+DRIVER_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=50000", "-XX:Tier4MinInvocationThreshold=6000",
+                      "-XX:Tier4CompileThreshold=60000", "-XX:Tier4BackEdgeThreshold=400000")
+
+
+def _with_jit_options(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with :data:`DRIVER_JIT_OPTIONS` first among the driver's default options."""
+    given = conf.get(JAVA_OPTIONS_KEY, "")
+    return conf | {JAVA_OPTIONS_KEY: " ".join([*DRIVER_JIT_OPTIONS, *([given] if given else [])])}
 
 
 def _with_log4j_config(conf: dict[str, str]) -> dict[str, str]:
@@ -131,7 +153,7 @@ def spark_conf(
     else:
         extra = conf.get("spark.jars", "")
         conf["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
-    conf = _with_log4j_config(conf)
+    conf = _with_log4j_config(_with_jit_options(conf))
     if latency_plugin:
         plugins = [p.strip() for p in conf.get("spark.plugins", "").split(",") if p.strip()]
         if LATENCY_PLUGIN not in plugins:
@@ -187,9 +209,12 @@ def wait_for_master(conf: Mapping[str, str], timeout: float) -> None:
     )
 
 
-def build_session(conf: Mapping[str, str]) -> Any:
-    """Start (or join) the SparkSession; driver options apply because the JVM starts here.
-    A session that cannot start is a :class:`SparkUnavailable` naming the master."""
+def build_session(conf: Mapping[str, str], launch: DriverLaunch | None = None) -> Any:
+    """Start (or join) the SparkSession; driver options apply because the JVM starts here
+    (from the command ``launch`` kept for the same settings, when it has one; see
+    :mod:`kafka_mirror.engine.driver_launch`). A session that cannot start is a
+    :class:`SparkUnavailable` naming the master."""
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     if conf.get("spark.master", "").startswith("local"):
@@ -197,7 +222,14 @@ def build_session(conf: Mapping[str, str]) -> Any:
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
+    # no driver JVM in this process yet: this start launches one
+    launching = launch if launch is not None and SparkContext._jvm is None else None
+    args = submit_args(conf)
     try:
+        gateway = launching.start(args) if launching is not None else None
+        if gateway is not None:
+            # the context the builder would make, on the gateway of the JVM started here
+            SparkContext(conf=SparkConf().setAll(list(conf.items())), gateway=gateway)
         session = builder.getOrCreate()
     except Exception as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -205,9 +237,23 @@ def build_session(conf: Mapping[str, str]) -> Any:
         raise SparkUnavailable(
             f"Spark session with master {conf.get('spark.master')} did not start: {reason}"
         ) from None
+    if launching is not None and gateway is None:
+        _record_launch(launching, session)
     session.sparkContext.setLogLevel(os.environ.get("KAFKA_MIRROR_SPARK_LOG_LEVEL", "WARN"))
     jvm: Any = session.sparkContext._jvm
     log4j = jvm.org.apache.logging.log4j
     for name, level in QUIET_LOGGERS.items():
         log4j.core.config.Configurator.setLevel(name, log4j.Level.toLevel(level))
     return session
+
+
+def _record_launch(launch: DriverLaunch, session: Any) -> None:
+    """The command ``spark-submit`` started the driver with, kept for the next start (a
+    failure to keep it only costs that start the scripts again)."""
+    proc = getattr(session.sparkContext._gateway, "proc", None)
+    if proc is None:
+        return
+    try:
+        launch.record(proc.pid)
+    except OSError as exc:
+        log.debug("Spark driver JVM: launch command not kept in %s (%s)", launch.directory, exc)

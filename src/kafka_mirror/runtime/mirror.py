@@ -113,7 +113,7 @@ class Mirror:
         # configuration has any (kept when all of them stop for good before the first query)
         if any(f.realtime for f in self.config.flows):
             conf = realtime_master(conf)
-        early = SessionStart(conf)
+        early = SessionStart(conf, class_data.driver_launch() if class_data else None)
         teardown.spark.add("Spark session", early.discard)
         runners = self._runners(admins, teardown)
         # internal topics first (a heartbeats topic is mirrored like any topic), then the

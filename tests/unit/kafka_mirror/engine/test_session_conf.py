@@ -65,26 +65,44 @@ def test_executors_of_their_own_get_the_jars_through_spark(master: str) -> None:
 
 
 def test_the_driver_logs_with_kafka_mirrors_log4j_config_unless_the_user_names_one() -> None:
-    from kafka_mirror.engine.session import LOG4J_CONFIG
+    from kafka_mirror.engine.session import DRIVER_JIT_OPTIONS, LOG4J_CONFIG
 
+    jit = " ".join(DRIVER_JIT_OPTIONS)
     option = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     assert LOG4J_CONFIG.is_file()
     text = LOG4J_CONFIG.read_text(encoding="utf-8")
     assert "rootLogger.level = warn" in text
     assert "logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader" in text
-    assert spark_conf({}, {}, [])["spark.driver.defaultJavaOptions"] == option
+    assert spark_conf({}, {}, [])["spark.driver.defaultJavaOptions"] == f"{jit} {option}"
     kept = spark_conf({"spark.driver.defaultJavaOptions": "-Xss4m"}, {}, [])
-    assert kept["spark.driver.defaultJavaOptions"] == f"-Xss4m {option}"
+    assert kept["spark.driver.defaultJavaOptions"] == f"{jit} -Xss4m {option}"
     for key in ("spark.driver.defaultJavaOptions", "spark.driver.extraJavaOptions"):
         for own in ("-Dlog4j2.configurationFile=file:/etc/kafka-mirror/log4j2.properties",
                     "-Xss4m -Dlog4j.configurationFile=/etc/log4j2.xml",
                     "-Dlog4j.configuration=file:/etc/log4j.properties"):
-            assert spark_conf({key: own}, {}, [])[key] == own
-            assert option not in " ".join(spark_conf({key: own}, {}, []).values())
+            got = spark_conf({key: own}, {}, [])
+            assert got[key] == (own if key == "spark.driver.extraJavaOptions" else f"{jit} {own}")
+            assert option not in " ".join(got.values())
     # another log4j property is no configuration of the user's
     lookups = spark_conf({"spark.driver.extraJavaOptions": "-Dlog4j2.formatMsgNoLookups=true"},
                          {}, [])
-    assert lookups["spark.driver.defaultJavaOptions"] == option
+    assert lookups["spark.driver.defaultJavaOptions"] == f"{jit} {option}"
+
+
+def test_the_driver_s_c2_compiles_later_unless_the_user_says_otherwise() -> None:
+    from kafka_mirror.engine.session import DRIVER_JIT_OPTIONS
+
+    # ten times JDK 17's thresholds (5000 invocations, 40000 loop iterations)
+    assert "-XX:Tier4InvocationThreshold=50000" in DRIVER_JIT_OPTIONS
+    assert "-XX:Tier4BackEdgeThreshold=400000" in DRIVER_JIT_OPTIONS
+    options = spark_conf({"spark.driver.defaultJavaOptions": "-XX:Tier4InvocationThreshold=5000"},
+                         {}, [])["spark.driver.defaultJavaOptions"].split()
+    # HotSpot takes a flag's last value: the user's, after kafka-mirror's
+    assert options.index("-XX:Tier4InvocationThreshold=5000") > options.index(
+        "-XX:Tier4InvocationThreshold=50000")
+    # Spark puts spark.driver.extraJavaOptions after the default options: left as given
+    extra = spark_conf({"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}, {}, [])
+    assert extra["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
 
 
 def test_adaptive_execution_is_off_unless_the_user_turns_it_on() -> None:

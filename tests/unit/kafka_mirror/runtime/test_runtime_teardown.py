@@ -116,7 +116,7 @@ class Log:
 class FakeSession:
     log: Log
 
-    def __init__(self, conf: dict[str, str]) -> None:
+    def __init__(self, conf: dict[str, str], launch: object = None) -> None:
         self.log("session starting")
 
     def discard(self) -> None:
@@ -134,6 +134,9 @@ class FakeClassData:
 
     def spark_conf(self, conf: dict[str, str]) -> dict[str, str]:
         return conf
+
+    def driver_launch(self) -> None:
+        return None
 
     def stop(self) -> None:
         self.log("class data stopped")

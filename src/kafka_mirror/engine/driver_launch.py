@@ -200,14 +200,16 @@ class DriverLaunch:
 def _start_gateway(command: list[str], added: Mapping[str, str], removed: Sequence[str]
                    ) -> Any:
     """The driver's JVM run as PySpark runs ``spark-submit`` (stdin a pipe, whose end stops
-    it; SIGINT ignored), joined through PySpark once its gateway answers; None when the JVM
-    exits first."""
+    it; SIGINT ignored), joined through PySpark once its gateway answers; None when it does not
+    run, exits first or cannot be joined (then it is stopped)."""
     from pyspark import java_gateway, serializers
 
     # PySpark's own reading of the connection file and joining of a running gateway (untyped)
     pyspark_gateway: Any = java_gateway
     pyspark_serializers: Any = serializers
     info_dir = tempfile.mkdtemp()
+    proc: subprocess.Popen[bytes] | None = None
+    given = {name: os.environ.get(name) for name in _GATEWAY_ENV}
     try:
         info = os.path.join(info_dir, "conn-info")
         env = {k: v for k, v in os.environ.items() if k not in removed}
@@ -223,18 +225,17 @@ def _start_gateway(command: list[str], added: Mapping[str, str], removed: Sequen
         with open(info, "rb") as stream:
             port = pyspark_serializers.read_int(stream)
             secret = pyspark_serializers.UTF8Deserializer().loads(stream)
+        os.environ["PYSPARK_GATEWAY_PORT"] = str(port)
+        os.environ["PYSPARK_GATEWAY_SECRET"] = secret
+        gateway = pyspark_gateway.launch_gateway()
+    except Exception as exc:
+        log.debug("Spark driver JVM: the kept command did not start (%s)", exc)
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        return None
     finally:
         shutil.rmtree(info_dir, ignore_errors=True)
-    given = {name: os.environ.get(name) for name in _GATEWAY_ENV}
-    os.environ["PYSPARK_GATEWAY_PORT"] = str(port)
-    os.environ["PYSPARK_GATEWAY_SECRET"] = secret
-    try:
-        gateway = pyspark_gateway.launch_gateway()
-    except Exception:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
         for name, value in given.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -132,3 +132,17 @@ def test_a_kept_command_that_does_not_start_is_deleted(tmp_path: Path, conf_dir:
     assert not path.exists()
     path.write_text("{torn")
     assert launch.start(args) is None
+
+
+def test_a_kept_command_that_cannot_run_is_deleted(tmp_path: Path, conf_dir: Path) -> None:
+    directory = tmp_path / "launch"
+    directory.mkdir()
+    launch = DriverLaunch(directory)
+    args = submit_args({"spark.master": "local[2]"})
+    path = directory / f"{launch.key(args)}{RECORD_SUFFIX}"
+    not_executable = tmp_path / "java"
+    not_executable.write_text("")
+    path.write_text(json.dumps({"command": [str(not_executable)], "env": {}, "unset": []}))
+    assert launch.start(args) is None
+    assert not path.exists()
+    assert "PYSPARK_GATEWAY_PORT" not in os.environ

@@ -38,9 +38,9 @@ def test_a_record_is_named_by_every_input_but_the_volatile_values(
     assert DriverLaunch(tmp_path, volatile=["/d/2.list"]).key(other_start) == key
     launch = DriverLaunch(tmp_path, volatile=["/d/1.list"])
     assert launch.key([*args[:-1], "--conf", "spark.master=local[1]", "pyspark-shell"]) != key
-    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Dx=1")
-    assert launch.key(args) != key
-    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+    with monkeypatch.context() as changed:  # the test command sets it for its own JVMs
+        changed.setenv("SPARK_SUBMIT_OPTS", "-Dx=1")
+        assert launch.key(args) != key
     monkeypatch.setenv("UNRELATED_TO_SPARK", "1")  # e.g. systemd's INVOCATION_ID
     assert launch.key(args) == key
     (conf_dir / "spark-defaults.conf").write_text("spark.driver.memory 2g\n")

@@ -63,22 +63,32 @@ _DRIVER_OPTIONS = (JAVA_OPTIONS_KEY, "spark.driver.extraJavaOptions")
 _LOG4J_FILE_OPTIONS = re.compile(r"-Dlog4j2?\.configuration(File)?=")
 
 
-# The driver's JIT: C2 compiles a method after ten times JDK 17's invocations and loop iterations
-# (four times the combined threshold). At start the C2 thread otherwise compiled ~2 CPU s of
-# class loading, lambda spinning and Hadoop configuration parsing, code that is hot for a second
-# (on 2 cores: a core for most of the start); the data path's loops pass these thresholds within
-# seconds of copying. Measured on 2 cores (docs/benchmarks.md, "The driver's start without its
-# launcher, and a later C2"): CPU until the first record 5.5 -> 4.0 s, the first record 0.3-0.5 s
-# sooner, the same rate, 11 % less CPU per GB. Placed before the user's driver options, which
-# win (HotSpot takes a flag's last value).
-DRIVER_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=50000", "-XX:Tier4MinInvocationThreshold=6000",
-                      "-XX:Tier4CompileThreshold=60000", "-XX:Tier4BackEdgeThreshold=400000")
+# The JIT of the JVMs that run the data path (the driver; executors of their own on a cluster):
+# C2 compiles a method after ten times JDK 17's invocations and loop iterations (four times the
+# combined threshold). At start the driver's C2 thread otherwise compiled ~2 CPU s of class
+# loading, lambda spinning and Hadoop configuration parsing, code that is hot for a second (on 2
+# cores: a core for most of the start), and went on compiling start-up code into the steady
+# phase; the data path's loops pass these thresholds within seconds of copying. Measured on 2
+# cores (docs/benchmarks.md, "The driver without spark-submit's launcher, and C2 later"): CPU
+# until the first record 5.6 -> 4.0-4.1 s, the first record 0.5 s sooner, the 1M-record steady
+# rate 9-12 % higher at 14-15 % less CPU per GB. Placed before the user's options, which win
+# (HotSpot takes a flag's last value).
+JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=50000", "-XX:Tier4MinInvocationThreshold=6000",
+               "-XX:Tier4CompileThreshold=60000", "-XX:Tier4BackEdgeThreshold=400000")
+EXECUTOR_JAVA_OPTIONS_KEY = "spark.executor.defaultJavaOptions"
 
 
 def _with_jit_options(conf: dict[str, str]) -> dict[str, str]:
-    """``conf`` with :data:`DRIVER_JIT_OPTIONS` first among the driver's default options."""
-    given = conf.get(JAVA_OPTIONS_KEY, "")
-    return conf | {JAVA_OPTIONS_KEY: " ".join([*DRIVER_JIT_OPTIONS, *([given] if given else [])])}
+    """``conf`` with :data:`JIT_OPTIONS` first among the default options of the driver and,
+    when they run in JVMs of their own, the executors."""
+    keys = [JAVA_OPTIONS_KEY]
+    if not _in_driver_jvm(conf["spark.master"]):
+        keys.append(EXECUTOR_JAVA_OPTIONS_KEY)
+    out = dict(conf)
+    for key in keys:
+        given = out.get(key, "")
+        out[key] = " ".join([*JIT_OPTIONS, *([given] if given else [])])
+    return out
 
 
 def _with_log4j_config(conf: dict[str, str]) -> dict[str, str]:

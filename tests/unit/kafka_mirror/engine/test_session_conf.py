@@ -65,9 +65,9 @@ def test_executors_of_their_own_get_the_jars_through_spark(master: str) -> None:
 
 
 def test_the_driver_logs_with_kafka_mirrors_log4j_config_unless_the_user_names_one() -> None:
-    from kafka_mirror.engine.session import DRIVER_JIT_OPTIONS, LOG4J_CONFIG
+    from kafka_mirror.engine.session import JIT_OPTIONS, LOG4J_CONFIG
 
-    jit = " ".join(DRIVER_JIT_OPTIONS)
+    jit = " ".join(JIT_OPTIONS)
     option = f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"
     assert LOG4J_CONFIG.is_file()
     text = LOG4J_CONFIG.read_text(encoding="utf-8")
@@ -90,11 +90,11 @@ def test_the_driver_logs_with_kafka_mirrors_log4j_config_unless_the_user_names_o
 
 
 def test_the_driver_s_c2_compiles_later_unless_the_user_says_otherwise() -> None:
-    from kafka_mirror.engine.session import DRIVER_JIT_OPTIONS
+    from kafka_mirror.engine.session import JIT_OPTIONS
 
     # ten times JDK 17's thresholds (5000 invocations, 40000 loop iterations)
-    assert "-XX:Tier4InvocationThreshold=50000" in DRIVER_JIT_OPTIONS
-    assert "-XX:Tier4BackEdgeThreshold=400000" in DRIVER_JIT_OPTIONS
+    assert "-XX:Tier4InvocationThreshold=50000" in JIT_OPTIONS
+    assert "-XX:Tier4BackEdgeThreshold=400000" in JIT_OPTIONS
     options = spark_conf({"spark.driver.defaultJavaOptions": "-XX:Tier4InvocationThreshold=5000"},
                          {}, [])["spark.driver.defaultJavaOptions"].split()
     # HotSpot takes a flag's last value: the user's, after kafka-mirror's
@@ -103,6 +103,18 @@ def test_the_driver_s_c2_compiles_later_unless_the_user_says_otherwise() -> None
     # Spark puts spark.driver.extraJavaOptions after the default options: left as given
     extra = spark_conf({"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}, {}, [])
     assert extra["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    # local mode: the tasks run in the driver's JVM, there is no executor of its own
+    assert "spark.executor.defaultJavaOptions" not in extra
+
+
+@pytest.mark.parametrize("master", ["spark://10.77.0.1:7077", "yarn", "local-cluster[2,1,1024]"])
+def test_executors_of_their_own_get_the_same_c2_thresholds(master: str) -> None:
+    from kafka_mirror.engine.session import JIT_OPTIONS
+
+    conf = spark_conf({"spark.executor.defaultJavaOptions": "-XX:+UseZGC"},
+                      {"spark.master": master}, [])
+    assert conf["spark.executor.defaultJavaOptions"].split() == [*JIT_OPTIONS, "-XX:+UseZGC"]
+    assert conf["spark.driver.defaultJavaOptions"].split()[:len(JIT_OPTIONS)] == list(JIT_OPTIONS)
 
 
 def test_adaptive_execution_is_off_unless_the_user_turns_it_on() -> None:

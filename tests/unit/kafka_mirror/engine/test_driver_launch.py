@@ -120,29 +120,21 @@ def test_a_process_that_is_not_a_jvm_is_not_kept(tmp_path: Path, conf_dir: Path)
     assert not (tmp_path / "launch").exists()
 
 
-def test_a_kept_command_that_does_not_start_is_deleted(tmp_path: Path, conf_dir: Path) -> None:
+@pytest.mark.parametrize("java", ["exits", "not executable"])
+def test_a_kept_command_that_does_not_start_is_deleted(tmp_path: Path, conf_dir: Path,
+                                                       java: str) -> None:
     directory = tmp_path / "launch"
     directory.mkdir()
     launch = DriverLaunch(directory)
     args = submit_args({"spark.master": "local[2]"})
     path = directory / f"{launch.key(args)}{RECORD_SUFFIX}"
-    path.write_text(json.dumps({"command": [shutil.which("false") or "/bin/false"],
-                                "env": {}, "unset": []}))
-    assert launch.start(args) is None
-    assert not path.exists()
-    path.write_text("{torn")
-    assert launch.start(args) is None
-
-
-def test_a_kept_command_that_cannot_run_is_deleted(tmp_path: Path, conf_dir: Path) -> None:
-    directory = tmp_path / "launch"
-    directory.mkdir()
-    launch = DriverLaunch(directory)
-    args = submit_args({"spark.master": "local[2]"})
-    path = directory / f"{launch.key(args)}{RECORD_SUFFIX}"
-    not_executable = tmp_path / "java"
-    not_executable.write_text("")
-    path.write_text(json.dumps({"command": [str(not_executable)], "env": {}, "unset": []}))
+    command = shutil.which("false") or "/bin/false"
+    if java == "not executable":
+        command = str(tmp_path / "java")
+        Path(command).write_text("")
+    path.write_text(json.dumps({"command": [command], "env": {}, "unset": []}))
     assert launch.start(args) is None
     assert not path.exists()
     assert "PYSPARK_GATEWAY_PORT" not in os.environ
+    path.write_text("{torn")
+    assert launch.start(args) is None

@@ -171,6 +171,8 @@ class DriverLaunch:
         except OSError as exc:
             log.debug("Spark driver JVM: launch command not read (%s)", exc)
             return
+        if not command:
+            return  # read between exec and the new program's arguments: nothing to keep
         seen = dict(line.decode("utf-8", "surrogateescape").partition("=")[::2]
                     for line in environ)
         added = {k: self._masked(v) for k, v in seen.items()

@@ -70,7 +70,9 @@ def fake_driver(bin_dir: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([str(java), "-c", "sleep 600; :",
                              "-XX:DumpLoadedClassList=/d/7.list"], env=env)
     deadline = time.monotonic() + 10
-    while Path(os.readlink(f"/proc/{proc.pid}/exe")).name != "java":  # until it ran exec
+    # until exec is done: the executable is java and the new program's arguments are in place
+    while Path(os.readlink(f"/proc/{proc.pid}/exe")).name != "java" or \
+            not Path(f"/proc/{proc.pid}/cmdline").read_bytes():
         assert time.monotonic() < deadline, "the fake driver did not start"
         time.sleep(0.01)
     return proc

@@ -52,7 +52,8 @@ def mm2_properties(
         f"clusters = {src}, {dst}\n" + addresses +
         f"{src}->{dst}.enabled = true\n"
         "replication.factor = 1\n"
-        "refresh.topics.interval.seconds = 3\n"
+        + ("" if "refresh.topics.interval.seconds" in given
+           else "refresh.topics.interval.seconds = 3\n") +
         "spark.driver.memory = 768m\n"
         "spark.master = local[2]\n"
         f"mirror.class.data.dir = {CLASS_DATA_DIR}\n" + idle + extra

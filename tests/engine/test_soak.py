@@ -6,7 +6,8 @@ The figures of the start (after two topics came and went) and the end (RSS and t
 mirror's processes, state-file bytes, mean batch time) are printed side by side (``-s``), and
 so is the series of them taken after every topic (each interval's mean batch time), with the
 second half's change: whether they stay flat is a report, not an assertion, but for the threads of
-the mirror's Python process (each query run once left one behind).
+the mirror's Python process (each query run once left one behind). Its log has nothing an
+operator would alert on.
 
 CI form: 60 s, a topic every few seconds, ``mirror.topic.state.retention.ms=0``. Full form
 (``KAFKA_MIRROR_FULL=1``): an hour, a topic every 3 minutes, a retention of 10 minutes.
@@ -25,7 +26,7 @@ from typing import Any
 import psutil
 import pytest
 from confluent_kafka import Producer
-from mirror_process import MirrorProcess, mm2_properties, read_partitions
+from mirror_process import MirrorProcess, alarms, mm2_properties, read_partitions
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_mirror_testing.forms import FULL
@@ -200,6 +201,8 @@ def test_a_long_life_with_topics_coming_and_going_keeps_bounded_state(
             (start["python_threads"], end["python_threads"], len(deleted))
         code, _ = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
+        # topics deleted while mirrored, queries restarted every few seconds: nothing to alert on
+        assert not alarms(mirror.output()), alarms(mirror.output())[:10]
     finally:
         producer.halt()
         mirror.cleanup()

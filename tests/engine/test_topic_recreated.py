@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
-from mirror_process import MirrorProcess, Record, first_occurrences, mm2_properties, read_partitions
+from mirror_process import (
+    MirrorProcess,
+    Record,
+    alarms,
+    first_occurrences,
+    mm2_properties,
+    read_partitions,
+)
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
 from kafka_mirror_testing.records import Message, produce
@@ -175,5 +182,48 @@ def test_state_of_a_topic_out_of_the_flow_goes_after_the_retention(
                  "the topic created again mirrored from its start", mirror)
         code, _ = mirror.terminate()
         assert code == 0, mirror.output()[-3000:]
+    finally:
+        mirror.cleanup()
+
+
+def test_a_topic_deleted_while_mirrored_leaves_the_flow_within_seconds_quietly(
+    source_cluster: LocalKafkaCluster, destination_cluster: LocalKafkaCluster,
+    unique_topic: str, tmp_path: Path,
+) -> None:
+    """Real-time mode (the default), topics read every 10 minutes: a source topic deleted while
+    mirrored fails the flow's next check of the source's leader epochs (every 5 s), which reads
+    the topics at once and restarts the query without it. Meanwhile its consumer fetches it in
+    vain: the log keeps a burst of those warnings, and no ERROR line (Kafka's admin client logs
+    one for the deleted topic the check asked about)."""
+    kept, gone = f"{unique_topic}-kept", f"{unique_topic}-gone"
+    for topic in (kept, gone):
+        source_cluster.create_topic(topic, 1)
+        produce(source_cluster, topic, _tagged("old", {0: 20}))
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_properties(
+        source_cluster, destination_cluster,
+        f"topics = {kept}|{gone}\nrefresh.topics.interval.seconds = 600\n"))
+    mirror = MirrorProcess(["run", str(config), "--state-dir", str(tmp_path / "state")],
+                           tmp_path / "mirror.log").start()
+    try:
+        for topic in (kept, gone):
+            wait_for(lambda t=topic: len(read_partitions(destination_cluster, f"source.{t}")
+                                         .get(0, [])) == 20, 240, f"{topic} mirrored", mirror)
+        without = "mirroring 2 topics, 2 partitions"  # the heartbeats topic and the kept one
+        runs_without = mirror.output().count(without)
+        admin: Any = source_cluster.admin()
+        for future in admin.delete_topics([gone], operation_timeout=30).values():
+            future.result(timeout=60)
+        wait_for(lambda: mirror.output().count(without) > runs_without, 60,
+                 "the query restarted without the deleted topic", mirror)
+        produce(source_cluster, kept, _tagged("new", {0: 10}))
+        wait_for(lambda: len(read_partitions(destination_cluster, f"source.{kept}")
+                             .get(0, [])) == 30, 120, "the kept topic mirrored on", mirror)
+        code, _ = mirror.terminate()
+        assert code == 0, mirror.output()[-3000:]
+        output = mirror.output()
+        assert not alarms(output), alarms(output)[:10]
+        fetch_warnings = output.count("WARN FetchCollector")
+        assert fetch_warnings <= 20, fetch_warnings
     finally:
         mirror.cleanup()

@@ -67,7 +67,7 @@ def topic_column(names: TargetTopicNames) -> Any:
 
 def mirror_frame(
     spark: Any, flow: FlowSpec, assignment: dict[str, int], start: str, with_latency: bool = False,
-    groups: int | None = None, write_gate: str | None = None,
+    groups: int | None = None, write_gate: str | None = None, run: str | None = None,
 ) -> Any:
     """The streaming DataFrame of target records for the assigned source partitions; in
     micro-batch mode its ``observe`` counts records and bytes (and, ``with_latency``, what the
@@ -78,7 +78,9 @@ def mirror_frame(
     are read in ``groups`` groups (default: one per Spark task slot), each by one task through
     one Kafka consumer kept between batches, and a micro-batch reads only the partitions that
     have new records. ``write_gate`` names the flow's gate in the driver's JVM
-    (:mod:`kafka_mirror.engine.write_gate`): no record is read while it is closed."""
+    (:mod:`kafka_mirror.engine.write_gate`): no record is read while it is closed. ``run``
+    names the query run whose open readers the JVM counts (real-time mode: a stopped run's
+    tasks are waited for)."""
     reader = spark.readStream.format(SOURCE_FORMAT)
     for key, value in spark_source_options(flow).items():
         reader = reader.option(key, value)
@@ -92,6 +94,8 @@ def mirror_frame(
     )
     if write_gate:
         source = source.option("writeGate", write_gate)
+    if run:
+        source = source.option("run", run)
     return _target_records(source.load(), flow, assignment, with_latency)
 
 
@@ -151,7 +155,8 @@ def start_query(
     write_gate: str | None = None,
 ) -> Any:
     """Start the flow's query; each batch is flushed (acks=all) before Spark commits it."""
-    frame = mirror_frame(spark, flow, assignment, start, with_latency, groups, write_gate)
+    run = batch_writer.run_key if isinstance(batch_writer, RealTimeWriter) else None
+    frame = mirror_frame(spark, flow, assignment, start, with_latency, groups, write_gate, run)
     if isinstance(batch_writer, RealTimeWriter):
         return _start_realtime(frame, flow, checkpoint, batch_writer.sink_options)
     writer = frame.writeStream.foreachBatch(batch_writer)

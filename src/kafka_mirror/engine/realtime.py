@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # where the interceptor records the ranges the target acknowledged (jvm/interceptor)
 COPIED_RANGES = "io.kafkamirror.CopiedRanges"
+# the source's readers open per run (jvm/source): a stopped run's tasks may still be sending
+OPEN_READERS = "io.kafkamirror.source.OpenReaders"
 
 
 def new_run_key(flow: FlowSpec) -> str:
@@ -165,10 +167,12 @@ class RealTimeWriter:
         self._lock = threading.Lock()
         self._jvm: Any = None
         self._ranges: JvmStatics | None = None
+        self._readers: JvmStatics | None = None
 
     def attach(self, spark: Any) -> None:
         self._jvm = spark.sparkContext._jvm
         self._ranges = JvmStatics(self._jvm, COPIED_RANGES)
+        self._readers = JvmStatics(self._jvm, OPEN_READERS)
 
     def drain(self, batch_id: int = -1) -> BatchWritten | None:
         """The ranges recorded since the last drain, as one event with the records and bytes
@@ -209,23 +213,33 @@ class RealTimeWriter:
         return f"cluster '{self.flow.target.alias}' refused {where}: {reason}"
 
     def settle(self, timeout: float) -> bool:
-        """After the query stopped: waits (at most ``timeout`` seconds) until the target
-        acknowledged or failed every record the run's producer had sent in this JVM, so the
-        last drain holds them all. Executors in other JVMs are not waited for (their
-        unreported records are written again on the next start)."""
-        if self._ranges is None:
+        """After the query stopped: waits (at most ``timeout`` seconds) until the run's tasks in
+        this JVM ended and the target acknowledged or failed every record its producer had sent,
+        so the last drain holds them all and nothing of the run reaches the target after it.
+        ``query.stop()`` returns before that: Spark cancels the query's job and its scheduler
+        interrupts the tasks later, and a task goes on copying records until then. Executors in
+        other JVMs are not waited for (their unreported records are written again on the next
+        start)."""
+        if self._ranges is None or self._readers is None:
             return True
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if int(self._ranges.call("pending", self.run_key)) == 0:
-                    return True
-            except Exception as exc:
-                log.debug("flow %s: records in flight not read (%s)", self.flow.name, exc)
-                return False
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.02)
+        began = deadline = time.monotonic()
+        deadline += timeout
+        for statics, name, what in ((self._readers, "open", "tasks"),
+                                    (self._ranges, "pending", "records in flight")):
+            while True:
+                try:
+                    left = int(statics.call(name, self.run_key))
+                except Exception as exc:
+                    log.debug("flow %s: %s not read (%s)", self.flow.name, what, exc)
+                    return False
+                if left == 0:
+                    break
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+        log.debug("flow %s: the stopped run's tasks ended and its records were acknowledged "
+                  "%.3f s after the stop", self.flow.name, time.monotonic() - began)
+        return True
 
     def stop_quietly(self, query: Any) -> None:
         """Stops the query; the interrupted tasks' errors are not logged (they are expected)."""

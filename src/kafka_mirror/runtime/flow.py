@@ -76,6 +76,8 @@ from kafka_mirror.state.source_epochs import SourceEpochs
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15.0
+# what Kafka's Java clients call a topic (or partition) the cluster does not have
+UNKNOWN_TOPIC = "UnknownTopicOrPartitionException"
 Writer = BatchWriter | RealTimeWriter
 
 
@@ -440,6 +442,10 @@ class FlowRunner:
         except Exception as exc:
             log.debug("flow %s: the source's leader epochs were not read (%s)", self.flow.name,
                       reason(exc))
+            if UNKNOWN_TOPIC in str(exc):
+                # a topic deleted while mirrored: the topics are read again now, not at the
+                # next refresh (its consumer fetches it in vain until the query restarts)
+                self.next_refresh = 0.0
             return
         if not self._goes_on(lost):
             self._source_lost(stop_reason(self.flow.source.alias, lost))
@@ -749,12 +755,13 @@ class FlowRunner:
             return
         if isinstance(writer, RealTimeWriter):
             # no wait for the real-time batch's end: the next run resumes after the last
-            # record the target acknowledged (AckedPositions), once the stopped query's
-            # producer delivered what it had sent
+            # record the target acknowledged (AckedPositions), once the stopped query's tasks
+            # ended and its producer delivered what they had sent
             writer.stop_quietly(query)
             if not writer.settle(STOP_GRACE_SECONDS):
-                log.warning("flow %s: records sent before the stop were not acknowledged within "
-                            "%.0f s; they are written again on the next start", self.flow.name,
+                log.warning("flow %s: the stopped query's tasks did not end, or records they "
+                            "sent were not acknowledged, within %.0f s: what they write from "
+                            "now on may be written again by the next run", self.flow.name,
                             STOP_GRACE_SECONDS)
             self.drain_copies(writer)
             writer.forget()

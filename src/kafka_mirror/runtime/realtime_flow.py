@@ -161,7 +161,11 @@ class RealTimeFlow:
         partitions = set(assigned_partitions(assignment))
         current = {tp: offset for tp, offset in self.acked.positions().items()
                    if tp in partitions}
-        lost = unclean.check_positions(self._checked or {}, current)
+        # partitions that left the flow (a topic deleted or deselected) are not asked about: a
+        # deleted one fails the whole check, and the positions checked would stay put
+        checked = {tp: offset for tp, offset in (self._checked or {}).items()
+                   if tp in partitions}
+        lost = unclean.check_positions(checked, current)
         self._checked = current
         return lost
 

@@ -4,8 +4,10 @@ master and the sink options and producer defaults of a run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,6 +18,7 @@ from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.engine.realtime import (
     RealTimeProgress,
+    RealTimeWriter,
     new_run_key,
     parse_ranges,
     realtime_groups,
@@ -94,6 +97,52 @@ def test_each_run_has_its_own_producer() -> None:
     options = spark_sink_options(FLOW, copies_run=first)
     assert options[f"kafka.{COPIES_RUN_CONFIG}"] == first
     assert f"kafka.{COPIES_RUN_CONFIG}" not in spark_sink_options(FLOW)
+
+
+def _counts(*counts: int) -> Callable[[str], int]:
+    """A JVM method answering ``counts`` one after the other, then the last one on and on."""
+    answers: Iterator[int] = iter(counts)
+    last = [counts[-1]]
+
+    def answer(_run: str) -> int:
+        last[0] = next(answers, last[0])
+        return last[0]
+
+    return answer
+
+
+def _writer(open_readers: Callable[[str], int], pending: Callable[[str], int]) -> RealTimeWriter:
+    """A run's writer attached to a made-up driver JVM with those two counts."""
+    writer = RealTimeWriter(FLOW, Path("unused"), {}, "A_to_B:run", {"orders": 1})
+    jvm = SimpleNamespace(io=SimpleNamespace(kafkamirror=SimpleNamespace(
+        CopiedRanges=SimpleNamespace(pending=pending),
+        source=SimpleNamespace(OpenReaders=SimpleNamespace(open=open_readers)))))
+    writer.attach(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=jvm)))
+    return writer
+
+
+def test_a_stopped_run_settles_once_its_tasks_ended_and_their_records_were_acknowledged() -> None:
+    # stopping a query returns before its tasks end: one still sends after the stop
+    asked: list[str] = []
+    tasks, records = _counts(2, 1, 0), _counts(3, 1, 0)
+
+    def open_readers(run: str) -> int:
+        asked.append("open")
+        return tasks(run)
+
+    def pending(run: str) -> int:
+        asked.append("pending")
+        return records(run)
+
+    assert _writer(open_readers, pending).settle(5.0)
+    assert asked == ["open"] * 3 + ["pending"] * 3
+
+
+@pytest.mark.parametrize("open_readers, pending", [(1, 0), (0, 1)], ids=["task", "record"])
+def test_a_stopped_run_that_does_not_settle_in_time_says_so(open_readers: int,
+                                                              pending: int) -> None:
+    writer = _writer(_counts(open_readers), _counts(pending))
+    assert not writer.settle(0.05)
 
 
 def _written(*ranges: tuple[str, int, int, int]) -> BatchWritten:

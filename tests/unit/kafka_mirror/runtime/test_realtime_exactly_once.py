@@ -253,3 +253,32 @@ def test_progress_of_many_partitions_is_reported_less_often_than_every_drain(
     now[0] = 105.2
     flow.drain(writer, assignment, ended=(7, 1.0))  # a batch end: reported at once
     assert len(reports) == 3 and reports[-1].batch_id == 7 and reports[-1].records == 2
+
+
+def test_the_epoch_check_asks_no_more_about_a_topic_that_left_the_flow(tmp_path: Path) -> None:
+    """A topic deleted while the flow mirrored it fails the check it is asked about in; once
+    the flow restarted without it, the next check goes on with the others only (it once kept
+    the positions checked before the deletion, and failed every check from then on)."""
+    class Unclean:
+        """Stands for :class:`kafka_mirror.engine.leader_epochs.UncleanElections`."""
+
+        def __init__(self) -> None:
+            self.asked: list[list[Key]] = []
+
+        def check_positions(self, checked: Mapping[Key, int],
+                            current: Mapping[Key, int]) -> list[Any]:
+            asked = sorted(set(checked) | set(current))
+            self.asked.append(asked)
+            if ("gone", 0) in asked and len(self.asked) > 1:
+                raise RuntimeError("UnknownTopicOrPartitionException: gone")
+            return []
+
+    acked = AckedPositions(tmp_path / "acked-positions.json")
+    acked.seed({("orders", 0): 5, ("gone", 0): 3})
+    flow = RealTimeFlow(FLOW, Source({}, {}), acked, [])  # type: ignore[arg-type]
+    unclean = Unclean()
+    check: Any = unclean
+    assert flow.check_source(check, {"orders": 1, "gone": 1}) == []
+    flow._check_due = 0.0  # the next check is due
+    assert flow.check_source(check, {"orders": 1}) == []
+    assert unclean.asked == [[("gone", 0), ("orders", 0)], [("orders", 0)]]

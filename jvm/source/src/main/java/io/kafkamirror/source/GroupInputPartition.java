@@ -8,7 +8,8 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * One Spark task's work: a group of source partitions read through one Kafka consumer. {@code
  * consumerKey} names the consumer in the executor's {@link ConsumerPool}: the same group of the
  * same stream gets the same consumer (and its fetch session and prefetched records) batch after
- * batch. {@code writeGate} names the flow's {@link WriteGate} (null: none).
+ * batch. {@code writeGate} names the flow's {@link WriteGate} (null: none), {@code run} the query
+ * run whose open readers {@link OpenReaders} counts (null: not counted).
  */
 public record GroupInputPartition(
     String consumerKey,
@@ -16,5 +17,6 @@ public record GroupInputPartition(
     Map<String, String> kafkaParams,
     long pollTimeoutMs,
     boolean failOnDataLoss,
-    String writeGate)
+    String writeGate,
+    String run)
     implements InputPartition {}

@@ -41,6 +41,7 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
   private InternalRow current;
   private boolean healthy = true;
   private long progressed = System.currentTimeMillis();
+  private boolean closed;
 
   GroupReader(GroupInputPartition input) {
     this.input = input;
@@ -53,6 +54,7 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
       ConsumerPool.shared().giveBack(lease, false);
       throw e;
     }
+    OpenReaders.opened(input.run());
   }
 
   /** Assigns the group's partitions and puts each where its range starts, keeping what the
@@ -233,11 +235,19 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
 
   @Override
   public void close() {
-    for (ConsumerRecord<byte[], byte[]> record : buffer) {
-      TopicPartition tp = new TopicPartition(record.topic(), record.partition());
-      lease.ahead.computeIfAbsent(tp, t -> new ArrayDeque<>()).add(record);
+    if (closed) {
+      return;
     }
-    buffer.clear();
-    ConsumerPool.shared().giveBack(lease, healthy && !Thread.currentThread().isInterrupted());
+    closed = true;
+    try {
+      for (ConsumerRecord<byte[], byte[]> record : buffer) {
+        TopicPartition tp = new TopicPartition(record.topic(), record.partition());
+        lease.ahead.computeIfAbsent(tp, t -> new ArrayDeque<>()).add(record);
+      }
+      buffer.clear();
+      ConsumerPool.shared().giveBack(lease, healthy && !Thread.currentThread().isInterrupted());
+    } finally {
+      OpenReaders.closed(input.run());
+    }
   }
 }

@@ -252,7 +252,8 @@ public final class GroupedKafkaStream
     List<InputPartition> planned = new ArrayList<>();
     groups.forEach((group, members) -> planned.add(new GroupInputPartition(
         streamId + "/" + group, members, new HashMap<>(options.kafkaParams()),
-        options.pollTimeoutMs(), options.failOnDataLoss(), options.writeGate())));
+        options.pollTimeoutMs(), options.failOnDataLoss(), options.writeGate(),
+        options.run())));
     return planned.toArray(new InputPartition[0]);
   }
 

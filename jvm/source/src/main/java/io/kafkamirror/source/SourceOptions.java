@@ -18,7 +18,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * assign}, {@code startingOffsets}, {@code failOnDataLoss}, {@code maxOffsetsPerTrigger},
  * {@code kafkaConsumer.pollTimeoutMs}) plus {@code groups}: how many groups (tasks, consumers)
  * the assigned partitions are spread over, and {@code writeGate}: the name of the flow's {@link
- * WriteGate} in this JVM (none when not given). As in Spark's Kafka source, {@code
+ * WriteGate} in this JVM (none when not given), and {@code run}: the query run whose readers
+ * {@link OpenReaders} counts (none when not given). As in Spark's Kafka source, {@code
  * kafkaConsumer.pollTimeoutMs} defaults to {@code spark.network.timeout}.
  */
 public record SourceOptions(
@@ -29,7 +30,8 @@ public record SourceOptions(
     long maxOffsetsPerTrigger,
     int groups,
     long pollTimeoutMs,
-    String writeGate) {
+    String writeGate,
+    String run) {
 
   static final String KAFKA_PREFIX = "kafka.";
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -62,7 +64,8 @@ public record SourceOptions(
         options.getLong("maxOffsetsPerTrigger", Long.MAX_VALUE),
         Math.max(1, options.getInt("groups", 1)),
         options.getLong("kafkaConsumer.pollTimeoutMs", networkTimeoutMs()),
-        options.get("writeGate"));
+        options.get("writeGate"),
+        options.get("run"));
   }
 
   /** {@code spark.network.timeout} (120 s unless set), in milliseconds. */

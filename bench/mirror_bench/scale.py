@@ -13,7 +13,8 @@ Steps of one run (``--scale TxP``: T topics ``bench-scale-0000``... of P partiti
    ``--duration`` s; the producer then stops and the probes wait (``--drain-timeout``) for every
    record; per mirror the replication latency (p50/p99/max), the records received, its CPU
    seconds per 1,000 records and its TCP connections to the two clusters (sampled every 5 s);
-4. idle: ``--scale-idle`` s with nothing produced: each mirror's CPU seconds per minute.
+4. idle: ``--scale-idle`` s with nothing produced: each mirror's CPU seconds per minute, over
+   the whole idle phase and over its second half.
 
 A mirror that does not get every partition across in time is measured anyway (its row says so):
 the steady phase then shows what it delivers.
@@ -410,11 +411,17 @@ def _measure(
             f"{m.label} {results[m.label]['steady_received']:,}" for m in mirrors), flush=True)
         # 4. idle
         print(f"idle: {ns.scale_idle:.0f} s with nothing to copy", flush=True)
+        # and over its second half alone: what goes on after the load (the JIT compiling what
+        # the load made hot, a last checkpoint) is left out there
         idle_before = {m.label: mirror_cpu(m) for m in mirrors}
-        time.sleep(ns.scale_idle)
+        time.sleep(ns.scale_idle / 2)
+        idle_half = {m.label: mirror_cpu(m) for m in mirrors}
+        time.sleep(ns.scale_idle / 2)
         for mirror in mirrors:
-            idle = mirror_cpu(mirror) - idle_before[mirror.label]
-            results[mirror.label]["idle_cpu_s_per_minute"] = idle / ns.scale_idle * 60
+            now = mirror_cpu(mirror)
+            results[mirror.label].update(
+                idle_cpu_s_per_minute=(now - idle_before[mirror.label]) / ns.scale_idle * 60,
+                idle_late_cpu_s_per_minute=(now - idle_half[mirror.label]) / ns.scale_idle * 120)
     finally:
         admins.clear()
         gc.collect()
@@ -479,6 +486,7 @@ def render_scale_table(report: dict[str, Any], labels: Sequence[str]) -> str:
         latency("p99", "producer_acked_ms", "p99, produce to ack (with warm-up)"),
         row("CPU s per 1,000 records (steady)", "cpu_s_per_1000_records", 3),
         row("CPU s per minute, idle", "idle_cpu_s_per_minute"),
+        row("  the same, its second half", "idle_late_cpu_s_per_minute"),
         row("peak RSS of its processes (MB)", "peak_rss_mb", 0),
         row("TCP connections to the brokers (peak)", "broker_connections_peak", 0),
         row("records produced in the steady phase", "steady_produced", 0),

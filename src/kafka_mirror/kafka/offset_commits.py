@@ -9,14 +9,22 @@ into requests of at most :data:`COMMIT_BYTES` of records, each estimated from th
 and metadata lengths (offset metadata may be up to ``offset.metadata.max.bytes``, 4 KiB by
 default, per partition). The requests are not one transaction: offsets committed before a
 request that failed stay committed, as a group's consumers' own commits would.
+
+A partition the broker refuses fails its whole request in librdkafka (the commit raises with the
+first partition's error). A topic deleted meanwhile is common enough (the mirror commits the
+positions of what it mirrored until it notices the deletion) that a request failing for an
+unknown topic is sent again topic by topic: the other topics' offsets are committed and the
+deleted topic's partitions are returned as refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 # at most this many bytes of offset records per OffsetCommit request: half the default 1 MiB
 # batch limit of __consumer_offsets, for the estimate's slack
@@ -59,8 +67,48 @@ def commit_offsets(consumer: Any, group: str, partitions: Sequence[TopicPartitio
     confluent-kafka ``Consumer`` of that group), synchronously, every request in turn (as one
     request would have tried every partition); the partitions the broker refused, each with its
     error. A request that fails as a whole raises."""
-    refused: list[TopicPartition] = []
+    refused: list[Any] = []
     for request in commit_requests(group, partitions):
-        result = consumer.commit(offsets=request, asynchronous=False) or []
+        try:
+            result = consumer.commit(offsets=request, asynchronous=False) or []
+        except KafkaException as exc:
+            if not _unknown_topic(exc):
+                raise
+            refused.extend(_commit_by_topic(consumer, request))
+            continue
+        refused.extend(tp for tp in result if tp.error is not None)
+    return refused
+
+
+def _unknown_topic(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+@dataclass(frozen=True)
+class RefusedPartition:
+    """A partition of a topic the cluster does not have, as the broker's answer would name it
+    (a TopicPartition's error cannot be set)."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: KafkaError = field(
+        default_factory=lambda: KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+
+
+def _commit_by_topic(consumer: Any, request: Sequence[TopicPartition]) -> list[Any]:
+    """``request`` committed a topic at a time; the partitions refused."""
+    refused: list[Any] = []
+    for _topic, members in groupby(request, key=lambda tp: tp.topic):
+        offsets = list(members)
+        try:
+            result = consumer.commit(offsets=offsets, asynchronous=False) or []
+        except KafkaException as exc:
+            if not _unknown_topic(exc):
+                raise
+            refused.extend(RefusedPartition(tp.topic, tp.partition, tp.offset)
+                           for tp in offsets)
+            continue
         refused.extend(tp for tp in result if tp.error is not None)
     return refused

@@ -1,13 +1,14 @@
 """Offsets committed in requests the group coordinator can write
 (kafka_mirror.kafka.offset_commits), without Kafka: split by the estimated size of their records,
 in order, every partition once; every request is sent and the partitions the broker refused are
-returned."""
+returned (a deleted topic's too: librdkafka fails their whole request)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, TopicPartition
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror.kafka.offset_commits import (
     COMMIT_BYTES,
@@ -81,3 +82,38 @@ def test_commit_sends_every_request_and_returns_the_refused_partitions() -> None
     refused = commit_offsets(refusing, GROUP, partitions)
     assert [tp.error.code() for tp in refused] == [KafkaError.OFFSET_METADATA_TOO_LARGE]
     assert len(refusing.requests) == 3  # the requests after a refusal are sent too
+
+
+class DeletedTopicConsumer:
+    """librdkafka's commit when a topic of the request was deleted: the whole commit raises."""
+
+    def __init__(self, deleted: str, other_error: int | None = None) -> None:
+        self.deleted = deleted
+        self.other_error = other_error
+        self.committed: list[TopicPartition] = []
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[Answer]:
+        assert not asynchronous
+        if self.other_error is not None:
+            raise KafkaException(KafkaError(self.other_error))
+        if any(tp.topic == self.deleted for tp in offsets):
+            raise KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
+        self.committed.extend(offsets)
+        return [Answer() for _ in offsets]
+
+
+def test_a_deleted_topic_refuses_its_partitions_only() -> None:
+    partitions = [TopicPartition("a", 0, 1), TopicPartition("gone", 0, 2),
+                  TopicPartition("gone", 1, 3), TopicPartition("z", 0, 4)]
+    consumer = DeletedTopicConsumer("gone")
+    refused = commit_offsets(consumer, GROUP, partitions)
+    assert [(tp.topic, tp.partition, tp.offset) for tp in refused] == [("gone", 0, 2),
+                                                                       ("gone", 1, 3)]
+    assert {tp.error.code() for tp in refused} == {KafkaError.UNKNOWN_TOPIC_OR_PART}
+    assert [(tp.topic, tp.partition) for tp in consumer.committed] == [("a", 0), ("z", 0)]
+
+
+def test_a_commit_failing_otherwise_raises() -> None:
+    consumer = DeletedTopicConsumer("gone", other_error=KafkaError.COORDINATOR_NOT_AVAILABLE)
+    with pytest.raises(KafkaException):
+        commit_offsets(consumer, GROUP, [TopicPartition("a", 0, 1)])

@@ -57,6 +57,7 @@ from kafka_mirror.runtime.failures import (
     permanent_failure,
     query_error_line,
 )
+from kafka_mirror.runtime.planning_watch import PlanningWatch
 from kafka_mirror.runtime.realtime_flow import RealTimeEnds, RealTimeFlow, StartNotRecorded
 from kafka_mirror.runtime.restarts import (
     LATE_WRITES,
@@ -188,6 +189,7 @@ class FlowRunner:
         self.groups = 0
         self.assignment: dict[str, int] = {}
         self.next_refresh = 0.0
+        self.planning = PlanningWatch()  # micro-batch mode: a query asking for offsets long
         self.failures = 0
         self.retry_at = 0.0
         self.failed: str | None = None  # why the flow stopped for good
@@ -450,6 +452,20 @@ class FlowRunner:
         if not self._goes_on(lost):
             self._source_lost(stop_reason(self.flow.source.alias, lost))
 
+    def _check_planning(self, now: float) -> None:
+        """Micro-batch mode: the topics read again at once when the query has asked the source
+        for its offsets for seconds (:mod:`kafka_mirror.runtime.planning_watch`)."""
+        try:
+            status = self.query.status
+        except Exception as exc:
+            log.debug("flow %s: the query's status not read (%s)", self.flow.name, reason(exc))
+            return
+        took = self.planning.overdue(status, now)
+        if took is not None:
+            log.debug("flow %s: the source's offsets asked for %.0f s; reading the topics again",
+                      self.flow.name, took)
+            self.next_refresh = 0.0
+
     def _fail_for_good(self, why: str) -> None:
         self.failed = why
         self.assignment = {}
@@ -615,6 +631,8 @@ class FlowRunner:
                 self._check_running_source(spark)
                 if self.failed is not None:
                     return
+            elif self.query is not None:
+                self._check_planning(now)
             wanted = self.flow.refresh_topics or self.query is None
             if wanted and now >= self.next_refresh:
                 self.follow(spark, self.sync_topics())

@@ -168,11 +168,16 @@ class RealTimeWriter:
         self._jvm: Any = None
         self._ranges: JvmStatics | None = None
         self._readers: JvmStatics | None = None
+        self._local = True  # the run's tasks run in the driver's JVM (Spark's local mode)
+        # after the stop: the run's tasks ended and the target acknowledged what they sent,
+        # everywhere (not known with executors in other JVMs)
+        self.settled_everywhere = False
 
     def attach(self, spark: Any) -> None:
         self._jvm = spark.sparkContext._jvm
         self._ranges = JvmStatics(self._jvm, COPIED_RANGES)
         self._readers = JvmStatics(self._jvm, OPEN_READERS)
+        self._local = str(spark.sparkContext.master).startswith("local")
 
     def drain(self, batch_id: int = -1) -> BatchWritten | None:
         """The ranges recorded since the last drain, as one event with the records and bytes
@@ -218,8 +223,8 @@ class RealTimeWriter:
         so the last drain holds them all and nothing of the run reaches the target after it.
         ``query.stop()`` returns before that: Spark cancels the query's job and its scheduler
         interrupts the tasks later, and a task goes on copying records until then. Executors in
-        other JVMs are not waited for (their unreported records are written again on the next
-        start)."""
+        other JVMs are not waited for (:attr:`settled_everywhere` stays false: the restart then
+        waits until the target's end offsets stand still)."""
         if self._ranges is None or self._readers is None:
             return True
         began = deadline = time.monotonic()
@@ -239,6 +244,7 @@ class RealTimeWriter:
                 time.sleep(0.02)
         log.debug("flow %s: the stopped run's tasks ended and its records were acknowledged "
                   "%.3f s after the stop", self.flow.name, time.monotonic() - began)
+        self.settled_everywhere = self._local
         return True
 
     def stop_quietly(self, query: Any) -> None:

@@ -107,6 +107,11 @@ class ExactlyOnceRestart:
             # land before the target's end offsets are read
             self.wait_for_interrupted_write(spark, offsets, target_tps)
             previous.writing.clear()
+        elif isinstance(previous, RealTimeWriter) and not previous.settled_everywhere:
+            # the stopped real-time run's tasks may still copy: on executors of a cluster (not
+            # counted from here), or past the stop's grace period
+            self.wait_for_interrupted_write(spark, offsets, target_tps)
+            previous.settled_everywhere = True
         plan = plan_restart(
             mine, flow.target_topic, target_ends,
             lambda tps: offsets.end_offsets(tps, timeout=30.0),

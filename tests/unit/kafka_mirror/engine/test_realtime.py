@@ -111,13 +111,14 @@ def _counts(*counts: int) -> Callable[[str], int]:
     return answer
 
 
-def _writer(open_readers: Callable[[str], int], pending: Callable[[str], int]) -> RealTimeWriter:
+def _writer(open_readers: Callable[[str], int], pending: Callable[[str], int],
+            master: str = "local[2]") -> RealTimeWriter:
     """A run's writer attached to a made-up driver JVM with those two counts."""
     writer = RealTimeWriter(FLOW, Path("unused"), {}, "A_to_B:run", {"orders": 1})
     jvm = SimpleNamespace(io=SimpleNamespace(kafkamirror=SimpleNamespace(
         CopiedRanges=SimpleNamespace(pending=pending),
         source=SimpleNamespace(OpenReaders=SimpleNamespace(open=open_readers)))))
-    writer.attach(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=jvm)))
+    writer.attach(SimpleNamespace(sparkContext=SimpleNamespace(_jvm=jvm, master=master)))
     return writer
 
 
@@ -134,15 +135,24 @@ def test_a_stopped_run_settles_once_its_tasks_ended_and_their_records_were_ackno
         asked.append("pending")
         return records(run)
 
-    assert _writer(open_readers, pending).settle(5.0)
+    writer = _writer(open_readers, pending)
+    assert not writer.settled_everywhere
+    assert writer.settle(5.0) and writer.settled_everywhere
     assert asked == ["open"] * 3 + ["pending"] * 3
+
+
+def test_a_run_with_executors_elsewhere_is_not_known_to_have_settled_everywhere() -> None:
+    """Executors of a cluster run in JVMs of their own: their readers are not counted here (the
+    restart waits until the target's end offsets stand still instead)."""
+    writer = _writer(_counts(0), _counts(0), master="spark://127.0.0.1:7077")
+    assert writer.settle(5.0) and not writer.settled_everywhere
 
 
 @pytest.mark.parametrize("open_readers, pending", [(1, 0), (0, 1)], ids=["task", "record"])
 def test_a_stopped_run_that_does_not_settle_in_time_says_so(open_readers: int,
                                                               pending: int) -> None:
     writer = _writer(_counts(open_readers), _counts(pending))
-    assert not writer.settle(0.05)
+    assert not writer.settle(0.05) and not writer.settled_everywhere
 
 
 def _written(*ranges: tuple[str, int, int, int]) -> BatchWritten:

@@ -778,8 +778,8 @@ class FlowRunner:
             writer.stop_quietly(query)
             if not writer.settle(STOP_GRACE_SECONDS):
                 log.warning("flow %s: the stopped query's tasks did not end, or records they "
-                            "sent were not acknowledged, within %.0f s: what they write from "
-                            "now on may be written again by the next run", self.flow.name,
+                            "sent were not acknowledged, within %.0f s; the next start waits "
+                            "until the target's end offsets stand still", self.flow.name,
                             STOP_GRACE_SECONDS)
             self.drain_copies(writer)
             writer.forget()

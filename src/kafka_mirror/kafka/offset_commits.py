@@ -62,27 +62,15 @@ def commit_requests(group: str, partitions: Sequence[TopicPartition],
 
 
 def commit_offsets(consumer: Any, group: str, partitions: Sequence[TopicPartition]
-                   ) -> list[TopicPartition]:
+                   ) -> list[Any]:
     """Commit ``partitions`` (offsets, metadata) to ``group`` through ``consumer`` (a
     confluent-kafka ``Consumer`` of that group), synchronously, every request in turn (as one
     request would have tried every partition); the partitions the broker refused, each with its
-    error. A request that fails as a whole raises."""
+    error. A request that fails as a whole raises, but for an unknown topic (see above)."""
     refused: list[Any] = []
     for request in commit_requests(group, partitions):
-        try:
-            result = consumer.commit(offsets=request, asynchronous=False) or []
-        except KafkaException as exc:
-            if not _unknown_topic(exc):
-                raise
-            refused.extend(_commit_by_topic(consumer, request))
-            continue
-        refused.extend(tp for tp in result if tp.error is not None)
+        refused.extend(_commit(consumer, request))
     return refused
-
-
-def _unknown_topic(exc: KafkaException) -> bool:
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 @dataclass(frozen=True)
@@ -97,18 +85,19 @@ class RefusedPartition:
         default_factory=lambda: KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
 
 
-def _commit_by_topic(consumer: Any, request: Sequence[TopicPartition]) -> list[Any]:
-    """``request`` committed a topic at a time; the partitions refused."""
-    refused: list[Any] = []
-    for _topic, members in groupby(request, key=lambda tp: tp.topic):
-        offsets = list(members)
-        try:
-            result = consumer.commit(offsets=offsets, asynchronous=False) or []
-        except KafkaException as exc:
-            if not _unknown_topic(exc):
-                raise
-            refused.extend(RefusedPartition(tp.topic, tp.partition, tp.offset)
-                           for tp in offsets)
-            continue
-        refused.extend(tp for tp in result if tp.error is not None)
-    return refused
+def _commit(consumer: Any, offsets: Sequence[TopicPartition]) -> list[Any]:
+    """``offsets`` committed in one request; the partitions refused. Failed for an unknown topic:
+    a request of several topics is sent again a topic at a time, one of a single topic is
+    refused whole."""
+    try:
+        result = consumer.commit(offsets=list(offsets), asynchronous=False) or []
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not (isinstance(error, KafkaError)
+                and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise
+        topics = [list(members) for _, members in groupby(offsets, key=lambda tp: tp.topic)]
+        if len(topics) > 1:
+            return [tp for members in topics for tp in _commit(consumer, members)]
+        return [RefusedPartition(tp.topic, tp.partition, tp.offset) for tp in offsets]
+    return [tp for tp in result if tp.error is not None]

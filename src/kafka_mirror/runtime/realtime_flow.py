@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from kafka_mirror.config.model import FlowSpec
@@ -167,7 +168,10 @@ class RealTimeFlow:
                    if tp in partitions}
         lost = unclean.check_positions(checked, current)
         self._checked = current
-        return lost
+        # what the target acknowledged since the last check came from the old leader's log too
+        # (the consumer fails on the truncation before it reads the new leader's records there)
+        return [replace(r, last=max(r.last, current.get((r.topic, r.partition), 0) - 1))
+                for r in lost]
 
     def proof_positions(self, known: Positions) -> Positions:
         """``known``, where a partition has no pair recorded at its position but one before it

@@ -282,3 +282,24 @@ def test_the_epoch_check_asks_no_more_about_a_topic_that_left_the_flow(tmp_path:
     flow._check_due = 0.0  # the next check is due
     assert flow.check_source(check, {"orders": 1}) == []
     assert unclean.asked == [[("gone", 0), ("orders", 0)], [("orders", 0)]]
+
+
+def test_a_truncation_found_names_what_was_acknowledged_since_the_last_check(
+        tmp_path: Path) -> None:
+    """The check validates the positions acknowledged before the last check; what the target
+    acknowledged since came from the lost log too and is named with them."""
+    from kafka_mirror.engine.leader_epochs import TruncatedRange
+
+    class Unclean:
+        def check_positions(self, checked: Mapping[Key, int],
+                            current: Mapping[Key, int]) -> list[TruncatedRange]:
+            return [TruncatedRange("t", 0, 50, checked[("t", 0)] - 1)] if checked else []
+
+    acked = AckedPositions(tmp_path / "acked-positions.json")
+    acked.seed({("t", 0): 94})
+    flow = RealTimeFlow(FLOW, Source({}, {}), acked, [])  # type: ignore[arg-type]
+    check: Any = Unclean()
+    assert flow.check_source(check, {"t": 1}) == []
+    acked.seed({("t", 0): 100})
+    flow._check_due = 0.0
+    assert flow.check_source(check, {"t": 1}) == [TruncatedRange("t", 0, 50, 99)]

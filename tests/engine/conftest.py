@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: two real local Kafka clusters (``source`` and ``destination``).
+"""Shared pytest fixtures: two real local Kafka clusters (``source`` and ``destination``), a
+Spark session in the test's process (per module).
 
 They are started once per test session from the jars built by
 ``mvn -q -f jvm/pom.xml package -DskipTests`` and stopped (by PID) at the end of the session.
@@ -78,6 +79,24 @@ def source_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCl
 @pytest.fixture(scope="session")
 def destination_cluster(kafka_clusters: dict[str, LocalKafkaCluster]) -> LocalKafkaCluster:
     return kafka_clusters["destination"]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """A session in this process; PySpark's hook into py4j's calls (which turns Java exceptions
+    into its own, for every gateway of the process) is taken back afterwards, so later tests
+    in this worker that call a JVM of their own see py4j's errors."""
+    import py4j.java_gateway
+
+    from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
+
+    unhooked = py4j.java_gateway.get_return_value
+    session = build_session(spark_conf({"spark.master": "local[1]"}, {}, connector_jars(None)))
+    try:
+        yield session
+    finally:
+        session.stop()
+        py4j.java_gateway.get_return_value = unhooked
 
 
 @pytest.fixture

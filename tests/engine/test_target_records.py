@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 
 from kafka_mirror.engine.flow_query import _target_records, topic_column
 from kafka_mirror.engine.observation import AGE_GRID_MS, observe_columns
-from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
 from kafka_mirror.kafka.clients import OFFSET_HEADER, TIMESTAMP_HEADER
 from kafka_mirror.mm2.policy import (
     DefaultReplicationPolicy,
@@ -31,22 +29,6 @@ pytestmark = pytest.mark.spark
 WHEN = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
 MILLIS = int(WHEN.timestamp() * 1000)
 TOPICS = ["orders", "heartbeats", "x.heartbeats", "heartbeats.x", "it's"]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A session in this process; PySpark's hook into py4j's calls (which turns Java exceptions
-    into its own, for every gateway of the process) is taken back afterwards, so later tests
-    in this worker that call a JVM of their own see py4j's errors."""
-    import py4j.java_gateway
-
-    unhooked = py4j.java_gateway.get_return_value
-    session = build_session(spark_conf({"spark.master": "local[1]"}, {}, connector_jars(None)))
-    try:
-        yield session
-    finally:
-        session.stop()
-        py4j.java_gateway.get_return_value = unhooked
 
 
 def source_rows(spark: Any) -> Any:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kafka_mirror.engine.jvm_statics import JvmStatics
+
 
 def partition_list(partitions: Iterable[tuple[str, int]]) -> str:
     """Partitions as ``io.kafkamirror.PartitionList`` reads them (``topic:partition``,
@@ -37,6 +39,19 @@ class JvmAdmin:
         self._props = java_properties(self._jvm, props)
         self._timeout_ms = int(timeout * 1000)
         self._admin = self._jvm.org.apache.kafka.clients.admin.Admin.create(self._props)
+        self._topic_ids = JvmStatics(self._jvm, "io.kafkamirror.TopicIds")
+
+    def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str] | None:
+        """The ID of each of ``topics`` that exists, written as librdkafka's client writes it
+        (the state holds IDs so), in one py4j call (``io.kafkamirror.TopicIds``): librdkafka's
+        Python client builds an object per partition and replica of every topic it describes.
+        None when the cluster gives topics no IDs (brokers before Kafka 2.8)."""
+        if not topics:
+            return {}
+        text = self._topic_ids.call("read", self._admin, ",".join(topics), int(timeout * 1000))
+        if text is None:
+            return None
+        return dict(item.split("=", 1) for item in str(text).split(",") if item)
 
     def warm(self) -> None:
         """Connect and load the client's request path now (a standby, before a takeover needs

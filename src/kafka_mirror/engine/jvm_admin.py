@@ -1,7 +1,9 @@
 """Kafka's Java clients in the Spark driver's JVM (py4j): the settings they take, and one
 ``org.apache.kafka.clients.admin.Admin`` that the readers of end offsets and leader epochs
-build on. Java clients, not librdkafka's, so that every client setting (JKS stores, a JAAS
-line, a per-cluster Kerberos principal) means what it means in Spark's Kafka source and sink."""
+build on, and that reads the source topics' IDs at every topic refresh once a flow has it (the
+first refresh, before the session runs, reads them with librdkafka's client). Java clients,
+not librdkafka's, so that every client setting (JKS stores, a JAAS line, a per-cluster Kerberos
+principal) means what it means in Spark's Kafka source and sink."""
 
 from __future__ import annotations
 

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
@@ -173,6 +172,7 @@ class FlowLease:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._renewed = threading.Event()  # a renewal (or a loss) since a batch began to wait
+        self._settled = threading.Event()  # the first step of start() is done
         self._failing = False  # renewals (or claims) fail: reported once until one succeeds
         # the thread's rounds that failed in a row
         self._upkeep_failures = FailureStreak(log, f"flow {self.flow_name}: lease upkeep")
@@ -239,18 +239,30 @@ class FlowLease:
     # ------------------------------------------------------------------ life
 
     def start(self) -> FlowLease:
-        """Read where the lease stands, take it when it is free, then keep it (or watch it) on
-        a thread of its own."""
+        """Read where the lease stands and take it when it is free, then keep it (or watch it),
+        all on a thread of its own: the first step (a claim waits for the target's transaction
+        coordinator, which a cluster that never had a transaction creates first) runs while
+        the process does other start-up work; :meth:`settle` waits for it."""
+        self._thread = threading.Thread(target=self._first_step_then_run,
+                                        name=f"lease {self.flow_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def settle(self, timeout: float) -> bool:
+        """Wait (up to ``timeout`` seconds) until the lease's first step is done: taken, found
+        held by another instance, or not known yet (the thread tries again); whether it is."""
+        return self._settled.wait(timeout)
+
+    def _first_step_then_run(self) -> None:
         try:
             self._set_up()
         except Exception as exc:  # the thread tries again; the flow stands by meanwhile
             log.warning("flow %s: the lease in %s on cluster '%s' is not known yet (%s); "
                         "trying again", self.flow_name, self.topic, self.target.alias,
                         (str(exc).splitlines() or [""])[0])
-        self._thread = threading.Thread(target=self._run, name=f"lease {self.flow_name}",
-                                        daemon=True)
-        self._thread.start()
-        return self
+        finally:
+            self._settled.set()
+        self._run()
 
     def _set_up(self) -> None:
         """The topic, the watching consumer, where the lease stands; taken when free."""
@@ -258,7 +270,6 @@ class FlowLease:
             self.admin.ensure_compacted_topic(self.topic)
             consumer = self._consumer_factory(
                 {**control_consumer_config(self.target), "isolation.level": "read_committed"})
-            consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
             self._consumer = consumer
             try:
                 self._catch_up()
@@ -562,13 +573,18 @@ class FlowLease:
 
     def _catch_up(self) -> None:
         """Read the topic to its end: where the lease stands. A holder found there has a whole
-        lease from now to renew it."""
-        _, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0),
-                                                       timeout=self.lease * 2)
+        lease from now to renew it. The read starts at the topic's first offset, assigned as a
+        number (a logical ``beginning`` costs librdkafka half a second before its first fetch),
+        and ends once the consumer's position reached the end taken first (past the last
+        transaction marker, without waiting for a fetch to report the end)."""
+        partition = TopicPartition(self.topic, 0)
+        low, high = self._consumer.get_watermark_offsets(partition, timeout=self.lease * 2)
+        self._consumer.assign([TopicPartition(self.topic, 0, low)])
         deadline = self._clock() + self.lease * 2
-        position = 0
-        while position < high and self._clock() < deadline:
-            message = self._consumer.poll(0.5)
+        while high > low and self._clock() < deadline:
+            if self._consumer.position([partition])[0].offset >= high:
+                break
+            message = self._consumer.poll(0.05)
             if message is None:
                 continue
             error = message.error()
@@ -576,7 +592,6 @@ class FlowLease:
                 if error.code() == KafkaError._PARTITION_EOF:
                     break
                 continue
-            position = message.offset() + 1
             if message.key() == self.key:
                 self._saw(LeaseRecord.decode(message.value()))
             else:

@@ -170,12 +170,13 @@ def control_producer_config(cluster: ClusterSpec) -> dict[str, Any]:
 
 
 def control_consumer_config(cluster: ClusterSpec) -> dict[str, Any]:
-    """librdkafka settings of a control-plane reader that never commits."""
+    """librdkafka settings of a control-plane reader that never commits and reads from a
+    partition's start (an offset gone before the read reached it: from the new start)."""
     props = dict(cluster.client) | dict(cluster.consumer)
     conf = librdkafka_config(props, f"cluster '{cluster.alias}'")
     conf.pop("isolation.level", None)
     conf.update({"group.id": "kafka-mirror.reader", "enable.auto.commit": "false",
-                 "enable.partition.eof": "true"})
+                 "enable.partition.eof": "true", "auto.offset.reset": "earliest"})
     return with_client_log(conf, f"cluster '{cluster.alias}' reader")
 
 

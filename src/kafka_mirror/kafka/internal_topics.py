@@ -47,7 +47,6 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0
 # how long close() lets records still queued reach the cluster
 CLOSE_TIMEOUT = 10.0
-_OFFSET_BEGINNING = -2
 _CREATED_POLL = 0.2  # seconds between metadata checks after creating a topic
 
 
@@ -72,8 +71,10 @@ class InternalRecord:
     value: bytes | None
 
 
-# how long one consume call waits for more records (the read loops until the end is reached)
-CONSUME_SECONDS = 0.1
+# how long one consume call waits for more records (the read loops until the end is reached;
+# librdkafka's consume returns early only with num_messages in hand, so a read of a few records
+# ends this long after its last fetch arrived, when the position check sees the end)
+CONSUME_SECONDS = 0.02
 
 
 class EndTracker:
@@ -87,6 +88,12 @@ class EndTracker:
     def seen(self, partition: int, offset: int) -> None:
         """A record at ``offset`` was read from ``partition``."""
         if partition in self.ends and offset >= self.ends[partition] - 1:
+            self.pending.discard(partition)
+
+    def reached(self, partition: int, position: int) -> None:
+        """The consumer's position in ``partition`` is ``position`` (the next offset it reads;
+        librdkafka moves it past transaction markers and aborted records)."""
+        if partition in self.ends and position >= self.ends[partition]:
             self.pending.discard(partition)
 
     def at_end(self, partition: int) -> None:
@@ -173,11 +180,11 @@ class InternalTopicReader:
         if self.tail is not None:
             marks = {p: (max(low, high - self.tail), high) for p, (low, high) in marks.items()}
         tracker = EndTracker(marks)
-        consumer.assign([
-            TopicPartition(self.topic, p,
-                           _OFFSET_BEGINNING if self.tail is None else marks[p][0])
-            for p in sorted(tracker.pending)
-        ])
+        # the first offsets as numbers: a logical ``beginning`` costs librdkafka half a second
+        # before its first fetch (an offset gone by then is read from the new start:
+        # auto.offset.reset=earliest)
+        consumer.assign([TopicPartition(self.topic, p, marks[p][0])
+                         for p in sorted(tracker.pending)])
         return tracker
 
     def _consume(
@@ -207,6 +214,12 @@ class InternalTopicReader:
                     continue
                 on_record(InternalRecord(partition, offset, msg.key(), msg.value()))
                 tracker.seen(partition, offset)
+            if not tracker.done:
+                # past a partition's last transaction marker (or aborted records) the position
+                # is at the end before any fetch reports it
+                waiting = [TopicPartition(self.topic, p) for p in sorted(tracker.pending)]
+                for position in consumer.position(waiting):
+                    tracker.reached(position.partition, position.offset)
 
 
 def on_delivery(then: Callable[[str | None], None]) -> Callable[[KafkaError | None, Any], None]:

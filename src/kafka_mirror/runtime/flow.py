@@ -78,6 +78,9 @@ from kafka_mirror.state.source_epochs import SourceEpochs
 
 log = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15.0
+# how many leases the first start waits for the lease's first step (its own reads and the
+# claim's calls are bounded by about five)
+LEASE_SETTLE_LEASES = 6
 # what Kafka's Java clients call a topic (or partition) the cluster does not have
 UNKNOWN_TOPIC = "UnknownTopicOrPartitionException"
 Writer = BatchWriter | RealTimeWriter
@@ -209,7 +212,8 @@ class FlowRunner:
 
     def start_control(self) -> None:
         """Internal topics the flow writes exist before any batch runs; the flow's lease is
-        taken, or watched, from now on."""
+        taken, or watched, from now on (its first step runs meanwhile: :meth:`check_resume`
+        waits for it)."""
         if self.offset_syncs is not None:
             self.offset_syncs.start()
         if self.lease is not None:
@@ -565,6 +569,9 @@ class FlowRunner:
         """Before Spark starts: records deleted since the last run stop the flow at once (with
         ``mirror.fail.on.data.loss=true``; otherwise the start of the query reports them);
         what the first start reads of Kafka is read while the session starts."""
+        if self.lease is not None and not self.lease.settle(LEASE_SETTLE_LEASES * self.lease.lease):
+            log.info("flow %s: the lease's first step is still under way; the flow starts "
+                     "once it holds the lease", self.flow.name)
         known = self.resume.resume_positions(self.topic_ids)
         if known and self.flow.fail_on_data_loss and not self._check_data_loss(known,
                                                                                 assignment):

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import MirrorError
@@ -38,6 +38,13 @@ class FakeProducer:
         self.queued: list[tuple[str, dict[str, Any]]] = []
         self.polls = 0
         self.flushes: list[float] = []
+        self.metadata: list[str] = []
+        self.unreachable = False
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        if self.unreachable:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        self.metadata.append(topic)
 
     def produce(self, topic: str, **kwargs: Any) -> None:
         if self.full:
@@ -178,6 +185,27 @@ def test_write_timeout_is_an_error() -> None:
         writer.write([(b"a", b"1")])
 
 
+class TopicsAdmin:
+    def __init__(self, topics: dict[str, int]) -> None:
+        self.topics = topics
+
+    def topic_partitions(self, timeout: float) -> dict[str, int]:
+        return dict(self.topics)
+
+
+def test_ensure_topic_leaves_the_producer_connected() -> None:
+    # librdkafka's idempotent producer, written to at once after it was made, waited 0.5-1.0 s
+    # for its producer ID: the writer's producer asks for the topic's metadata first
+    writer, made = _writer()
+    assert writer.ensure_topic(TopicsAdmin({"mm2-offset-syncs.B.internal": 1})) == 1  # type: ignore[arg-type]
+    assert made[0].metadata == ["mm2-offset-syncs.B.internal"]
+    made[0].unreachable = True
+    with pytest.raises(InternalTopicError, match=r"^flow f: offset syncs not written to "
+                                                 r"mm2-offset-syncs.B.internal on cluster 'B': "
+                                                 r"failed: "):
+        writer.ensure_topic(TopicsAdmin({"mm2-offset-syncs.B.internal": 1}))  # type: ignore[arg-type]
+
+
 def test_close_flushes_briefly() -> None:
     writer, made = _writer()
     writer.close()
@@ -227,6 +255,7 @@ class FakeConsumer:
         self.batches = batches
         self.skipped = skipped or {}
         self.next: dict[int, int] = {}
+        self.offset_lookups = 0
         self.assigned: list[tuple[int, int]] = []
         self.consumed = 0
         self.timeouts: list[float] = []
@@ -236,9 +265,14 @@ class FakeConsumer:
         topics = {} if self.watermarks is None else {"t": FakeTopic(len(self.watermarks))}
         return type("Metadata", (), {"topics": topics})()
 
-    def get_watermark_offsets(self, tp: Any, timeout: float, cached: bool) -> tuple[int, int]:
-        assert self.watermarks is not None and not cached
-        return self.watermarks[tp.partition]
+    def offsets_for_times(self, partitions: list[Any], timeout: float) -> list[Any]:
+        # ListOffsets' timestamps -2 and -1: a partition's first offset and its end, all
+        # partitions in one call
+        assert self.watermarks is not None
+        self.offset_lookups += 1
+        return [TopicPartition(tp.topic, tp.partition,
+                               self.watermarks[tp.partition][0 if tp.offset == -2 else 1])
+                for tp in partitions]
 
     def assign(self, partitions: list[Any]) -> None:
         self.assigned = [(tp.partition, tp.offset) for tp in partitions]
@@ -284,6 +318,7 @@ def test_reader_reads_from_the_start_to_the_ends_taken_first() -> None:
         (0, 0, b"a", b"1"), (2, 1, b"b", None), (0, 1, b"a", b"2"), (2, 2, b"c", b"3"),
     ]
     assert consumer.consumed == 2 and consumer.closed
+    assert consumer.offset_lookups == 2  # the first offsets, then the ends, each in one call
     # librdkafka's consume waits for num_messages or the whole timeout: each call short, so a
     # read of a few records (a takeover's kept positions) does not wait a second per call
     assert consumer.timeouts and max(consumer.timeouts) <= CONSUME_SECONDS == 0.02
@@ -306,6 +341,21 @@ def test_reader_position_past_a_transaction_marker_ends_it() -> None:
                             skipped={0: 1, 1: 1})
     assert [r.offset for r in _reader(consumer).read()] == [0, 1, 5, 6]
     assert consumer.consumed == 1
+
+
+def test_reader_offset_lookup_errors_name_topic_and_cluster() -> None:
+    class Refused(FakeConsumer):
+        def offsets_for_times(self, partitions: list[Any], timeout: float) -> list[Any]:
+            error = KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)
+            return [type("Found", (), {"partition": tp.partition, "offset": -1,
+                                       "error": error if tp.partition == 1 else None})()
+                    for tp in partitions]
+
+    consumer = Refused({0: (0, 1), 1: (0, 1)}, [])
+    with pytest.raises(InternalTopicError, match=r"^reading checkpoints t on cluster 'B': "
+                                                 r"failed: .*[Ll]eader"):
+        _reader(consumer).read()
+    assert consumer.assigned == [] and consumer.closed
 
 
 def test_reader_missing_topic_has_no_records() -> None:

@@ -383,12 +383,24 @@ class FlowLease:
     def _caught_up(self) -> bool:
         """Read the lease topic to where it ends now (within a quarter lease); False when that
         end was not reached in time (no claim on what may be old)."""
+        return self._read_to_end(self.renew_every, self._read)
+
+    def _read_to_end(self, within: float, take: Callable[[Any], object],
+                     first: bool = False) -> bool:
+        """Hand the lease topic's records to ``take`` up to where it ends now, for at most
+        ``within`` seconds; whether that end was reached. It is reached once the consumer's
+        position is there (librdkafka moves it past the last transaction marker before a fetch
+        reports the end), or at an end-of-partition event there (read_committed: the end a
+        reader reaches is the last committed record's). ``first``: the read of a start, from
+        the topic's first offset, assigned as a number (a logical ``beginning`` costs librdkafka
+        half a second before its first fetch), and ended by any end-of-partition event."""
         partition = TopicPartition(self.topic, 0)
-        low, high = self._consumer.get_watermark_offsets(partition, timeout=self.renew_every)
-        deadline = self._clock() + self.renew_every
+        low, high = self._consumer.get_watermark_offsets(partition, timeout=within)
+        if first:
+            self._consumer.assign([TopicPartition(self.topic, 0, low)])
+        deadline = self._clock() + within
         while not self._closing.is_set():
-            position = self._consumer.position([partition])[0].offset
-            if high <= low or position >= high:
+            if high <= low or self._consumer.position([partition])[0].offset >= high:
                 return True
             if self._clock() >= deadline:
                 return False
@@ -397,11 +409,11 @@ class FlowLease:
                 continue
             error = message.error()
             if error is not None:
-                # read_committed: the end a reader reaches is the last committed record's
-                if error.code() == KafkaError._PARTITION_EOF and message.offset() >= high:
+                if error.code() == KafkaError._PARTITION_EOF and (first or
+                                                                  message.offset() >= high):
                     return True
                 continue
-            self._read(message)
+            take(message)
         return False
 
     def _saw(self, record: LeaseRecord | None) -> None:
@@ -573,34 +585,20 @@ class FlowLease:
 
     def _catch_up(self) -> None:
         """Read the topic to its end: where the lease stands. A holder found there has a whole
-        lease from now to renew it. The read starts at the topic's first offset, assigned as a
-        number (a logical ``beginning`` costs librdkafka half a second before its first fetch),
-        and ends once the consumer's position reached the end taken first (past the last
-        transaction marker, without waiting for a fetch to report the end)."""
-        partition = TopicPartition(self.topic, 0)
-        low, high = self._consumer.get_watermark_offsets(partition, timeout=self.lease * 2)
-        self._consumer.assign([TopicPartition(self.topic, 0, low)])
-        deadline = self._clock() + self.lease * 2
-        while high > low and self._clock() < deadline:
-            if self._consumer.position([partition])[0].offset >= high:
-                break
-            message = self._consumer.poll(0.05)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    break
-                continue
-            if message.key() == self.key:
-                self._saw(LeaseRecord.decode(message.value()))
-            else:
-                kind, stamp = message.timestamp()
-                self._saw_member(message.key(), message.value(),
-                                 stamp / 1000.0 if kind != TIMESTAMP_NOT_AVAILABLE else
-                                 self._wall())
+        lease from now to renew it."""
+        self._read_to_end(self.lease * 2, self._take_stamped, first=True)
         with self._lock:
             self._seen_at = self._clock()
+
+    def _take_stamped(self, message: Any) -> None:
+        """A record read at a start: a member's last sign of life is its record's time."""
+        if message.key() == self.key:
+            self._saw(LeaseRecord.decode(message.value()))
+            return
+        kind, stamp = message.timestamp()
+        self._saw_member(message.key(), message.value(),
+                         stamp / 1000.0 if kind != TIMESTAMP_NOT_AVAILABLE else self._wall())
+
 
 def _reason(exc: KafkaException) -> str:
     error = exc.args[0] if exc.args else None

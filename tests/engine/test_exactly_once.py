@@ -14,7 +14,6 @@ mirror's back must fall back to at-least-once with a warning, and still lose not
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import signal
@@ -48,6 +47,7 @@ from mirror_process import (
     stop_compaction,
 )
 
+from kafka_mirror.state.files import read_json
 from kafka_mirror_testing.localcluster import LocalKafkaCluster, free_port
 from kafka_mirror_testing.records import Message, produce
 from kafka_mirror_testing.spark_standalone import SparkStandalone
@@ -59,9 +59,9 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 def assert_ranges_seamless(state: Path, topic: str, partition: int) -> None:
     """The flow's offset translation ranges of the partition leave no hole on either side (the
     skipped records are a range of their own, source [S, S') to target [T, E))."""
-    data = json.loads((state / FLOW_DIR / "offset-ranges.json").read_text(encoding="utf-8"))
-    ranges = next(e["ranges"] for e in data
-                  if e["topic"] == topic and e["partition"] == partition)
+    data = read_json(state / FLOW_DIR / "offset-ranges.json", list, "not read") or []
+    ranges = [e["ranges"] for e in data  # rows appended after the array: the last one wins
+              if e["topic"] == topic and e["partition"] == partition][-1]
     for older, newer in itertools.pairwise(ranges):
         assert newer["source_start"] == older["source_end"], ranges
         assert newer["target_start"] == older["target_end"], ranges

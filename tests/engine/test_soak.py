@@ -29,6 +29,7 @@ from confluent_kafka import Producer
 from mirror_process import MirrorProcess, alarms, mm2_properties, read_partitions
 from prometheus_client.parser import text_string_to_metric_families
 
+from kafka_mirror.state.files import read_json
 from kafka_mirror_testing.forms import FULL
 from kafka_mirror_testing.localcluster import LOOPBACK, LocalKafkaCluster, free_port
 from kafka_mirror_testing.records import Message, produce
@@ -126,7 +127,8 @@ def _named(flow_dir: Path) -> set[str]:
     for name in ("offset-ranges.json", "target-ends.json"):
         path = flow_dir / name
         if path.is_file():
-            named |= {entry["topic"] for entry in json.loads(path.read_text())}
+            rows = read_json(path, list, "not read") or []  # rows appended after the array
+            named |= {entry["topic"] for entry in rows}
     epochs = flow_dir / "source-epochs.json"
     if epochs.is_file():
         named |= set(json.loads(epochs.read_text()))

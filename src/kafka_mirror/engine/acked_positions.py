@@ -26,7 +26,7 @@ from pathlib import Path
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.batch_writer import BatchWritten
 from kafka_mirror.engine.positions import FlowState, Positions
-from kafka_mirror.state.files import EncodedRows, read_json, write_text
+from kafka_mirror.state.files import EncodedRows, read_json
 
 FILE = "acked-positions.json"
 
@@ -131,4 +131,4 @@ class AckedPositions:
         if not self._positions:
             self.path.unlink(missing_ok=True)
             return
-        write_text(self.path, self._rows.text())
+        self._rows.save(self.path)

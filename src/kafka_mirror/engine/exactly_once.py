@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_mirror.engine.jvm_admin import java_properties, number_list, partition_list
-from kafka_mirror.state.files import EncodedRows, read_json, write_text
+from kafka_mirror.state.files import EncodedRows, read_json
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class TargetEnds:
         self._rows.set(tp, {"topic": tp[0], "partition": tp[1], "pairs": self.pairs[tp]})
 
     def _save(self) -> None:
-        write_text(self.path, self._rows.text(), durable=True)
+        self._rows.save(self.path, durable=True)
 
 
 @dataclass(frozen=True)

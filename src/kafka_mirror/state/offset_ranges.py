@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_mirror.state.files import EncodedRows, read_json, write_text
+from kafka_mirror.state.files import EncodedRows, read_json
 
 # per partition; beyond this the two oldest ranges are merged into one that does not map one
 # to one (still never skips: it translates to the older one's start), so memory stays bounded
@@ -204,7 +204,7 @@ class OffsetRanges:
                 else:
                     self._rows.set((topic, partition),
                                    {"topic": topic, "partition": partition, "ranges": ranges})
-            write_text(path, self._rows.text(), durable=True)
+            self._rows.save(path, durable=True)
 
     @classmethod
     def load(cls, path: Path) -> OffsetRanges:

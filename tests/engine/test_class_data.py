@@ -1,9 +1,11 @@
 """Class data sharing for the Spark driver's JVM (kafka_mirror.engine.class_data): a run writes
-its class list, an archive is built from it, and the next start maps the classes from it."""
+its class list, an archive is built from it, and the next start maps the classes from it, a JVM
+with a class file hook (JFR started with it, a Java agent that transforms classes) included."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -14,7 +16,9 @@ from kafka_mirror.engine.class_data import (
     ARCHIVE_INFO,
     JAVA_OPTIONS_KEY,
     ClassData,
+    archived_classes,
 )
+from kafka_mirror.jvm_artifacts import java_executable
 from kafka_mirror_testing.python_runs import run_json_script
 
 
@@ -53,6 +57,19 @@ def test_files_of_processes_that_are_gone_are_removed(tmp_path: Path) -> None:
     assert sorted(p.name for p in directory.iterdir()) == sorted(kept)
 
 
+def test_the_archive_is_built_from_complete_lines_without_generated_species() -> None:
+    listed = ("java/lang/Object id: 0\n"
+              "@lambda-form-invoker [SPECIES_RESOLVE] "
+              "java.lang.invoke.BoundMethodHandle$Species_LL\n"
+              "java/lang/invoke/BoundMethodHandle$Species_LL\n"
+              "@lambda-form-invoker [LF_RESOLVE] java.lang.invoke.Invokers$Holder invoker L3_L\n"
+              "org/apache/spark/Spark")
+    assert archived_classes(listed) == (
+        "java/lang/Object id: 0\n"
+        "java/lang/invoke/BoundMethodHandle$Species_LL\n"
+        "@lambda-form-invoker [LF_RESOLVE] java.lang.invoke.Invokers$Holder invoker L3_L\n")
+
+
 # One driver JVM per process: each start is a Python process of its own, as the mirror is.
 START = textwrap.dedent("""
     import json, os, sys, time
@@ -63,8 +80,9 @@ START = textwrap.dedent("""
     os.setpriority = lambda *args: None
     from kafka_mirror.engine.session import build_session, connector_jars, spark_conf
     data = ClassData(Path(sys.argv[1]))
-    conf = data.spark_conf(spark_conf({"spark.master": "local[2]", "spark.driver.memory": "512m"},
-                                      {}, connector_jars(None)))
+    given = {"spark.driver.extraJavaOptions": sys.argv[3]} if len(sys.argv) > 3 else {}
+    conf = data.spark_conf(spark_conf({"spark.master": "local[2]", "spark.driver.memory": "512m",
+                                       **given}, {}, connector_jars(None)))
     began = time.monotonic()
     spark = build_session(conf)
     spark.range(0, 100, 1, 2).selectExpr("id * 2 AS x").groupBy().sum("x").collect()
@@ -80,10 +98,46 @@ START = textwrap.dedent("""
 """)
 
 
-def _start(directory: Path, step: str) -> dict[str, object]:
+def _start(directory: Path, step: str, *java_options: str) -> dict[str, object]:
     """One start in a session of its own (the archive's builder, a JVM at the lowest CPU
-    priority, goes with it on a timeout)."""
-    return run_json_script(START, str(directory), step, timeout=600)
+    priority, goes with it on a timeout), the driver given ``java_options``."""
+    return run_json_script(START, str(directory), step, *java_options, timeout=600)
+
+
+AGENT = """
+package kafkamirror.test;
+import java.lang.instrument.ClassFileTransformer;
+import java.lang.instrument.Instrumentation;
+import java.security.ProtectionDomain;
+/** Sees every class the JVM loads and changes none, as a tracing agent's hook does. */
+public final class SeeingAgent {
+  public static void premain(String args, Instrumentation instrumentation) {
+    instrumentation.addTransformer(new ClassFileTransformer() {
+      @Override
+      public byte[] transform(ClassLoader loader, String name, Class<?> redefined,
+          ProtectionDomain domain, byte[] bytes) {
+        return null;
+      }
+    });
+  }
+}
+"""
+
+
+def _agent_jar(directory: Path) -> Path:
+    """A Java agent that hooks every class load (compiled with the JDK the mirror runs on)."""
+    bin_dir = Path(java_executable()).resolve().parent
+    source = directory / "src" / "kafkamirror" / "test" / "SeeingAgent.java"
+    source.parent.mkdir(parents=True)
+    source.write_text(AGENT, encoding="utf-8")
+    classes = directory / "classes"
+    subprocess.run([str(bin_dir / "javac"), "-d", str(classes), str(source)], check=True)
+    manifest = directory / "manifest.txt"
+    manifest.write_text("Premain-Class: kafkamirror.test.SeeingAgent\n", encoding="utf-8")
+    jar = directory / "seeing-agent.jar"
+    subprocess.run([str(bin_dir / "jar"), "cfm", str(jar), str(manifest), "-C", str(classes),
+                    "."], check=True)
+    return jar
 
 
 # the benchmark's smoke run builds an archive of its own at the lowest CPU priority: not both at
@@ -102,5 +156,9 @@ def test_a_restart_maps_the_classes_the_last_run_loaded(tmp_path: Path) -> None:
     assert second["dump_scheduled"] is False
     # every process's own files are gone when it stops
     assert sorted(p.name for p in directory.iterdir()) == [ARCHIVE, ARCHIVE_INFO]
+    # a JVM that hands every class it loads to a hook maps it too (Java 17 crashed on the
+    # method handle species an archive held: SIGSEGV in check_shared_class_file_load_hook)
+    hooked = _start(directory, "none", f"-javaagent:{_agent_jar(tmp_path / 'agent')}")
+    assert hooked["used_archive"] is True and hooked["sharing"] is True
     print(f"session + first job: {first['seconds']} s without the archive, "
           f"{second['seconds']} s with it")

@@ -48,6 +48,8 @@ DUMP_DELAY_SECONDS = 60.0
 DUMP_TIMEOUT_SECONDS = 900.0
 # Spark's default JVM options for the driver: prepended to spark.driver.extraJavaOptions
 JAVA_OPTIONS_KEY = "spark.driver.defaultJavaOptions"
+# a class list's lines that make the archive generate method handle species (archived_classes)
+_GENERATED_SPECIES = "@lambda-form-invoker [SPECIES_RESOLVE]"
 _USER_CDS_FLAGS = ("-Xshare", "-XX:SharedArchiveFile", "-XX:DumpLoadedClassList",
                    "-XX:ArchiveClassesAtExit", "-XX:SharedClassListFile")
 
@@ -127,9 +129,8 @@ class ClassData:
         """Build the archive from the classes this run loaded so far (lowest CPU priority);
         True when it is in place."""
         classes = self.class_list.with_suffix(".dump")
-        text = self.class_list.read_text(encoding="utf-8", errors="replace")
-        # the list is written as the JVM loads classes: a last line may be incomplete
-        classes.write_text(text[: text.rfind("\n") + 1], encoding="utf-8")
+        classes.write_text(archived_classes(
+            self.class_list.read_text(encoding="utf-8", errors="replace")), encoding="utf-8")
         partial = self.directory / f"{ARCHIVE}.{os.getpid()}.partial"
         partial.unlink(missing_ok=True)
         argv = [jvm.java, "-Xshare:dump", f"-XX:SharedClassListFile={classes}",
@@ -171,6 +172,19 @@ class ClassData:
             self._thread.join(30)
         if self.active:
             self.class_list.unlink(missing_ok=True)
+
+
+def archived_classes(class_list: str) -> str:
+    """What the archive is built from: the JVM's class list up to its last complete line (it is
+    written as the JVM loads classes), without the method handle species the JVM generated
+    (``@lambda-form-invoker [SPECIES_RESOLVE]``). Archived, a species has no class file behind
+    it, and a JVM that hands every class it loads to a class file hook (JFR started with the JVM,
+    a Java agent that transforms classes, as tracing agents do) crashed loading one (Java 17:
+    SIGSEGV in ``KlassFactory::check_shared_class_file_load_hook``); without them it starts as
+    any other, and generates the few species it needs when it needs them."""
+    complete = class_list[: class_list.rfind("\n") + 1]
+    return "".join(line for line in complete.splitlines(keepends=True)
+                   if not line.startswith(_GENERATED_SPECIES))
 
 
 def _remove_stale_lists(directory: Path) -> None:

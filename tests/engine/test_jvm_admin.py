@@ -44,27 +44,3 @@ def test_topic_ids_are_read_as_librdkafka_reads_them(
         assert java.topic_ids([]) == {}
     finally:
         java.close()
-
-
-def test_topic_partitions_are_listed_as_librdkafka_lists_them(
-    spark: Any, source_cluster: LocalKafkaCluster, unique_topic: str
-) -> None:
-    topics = {f"{unique_topic}-{i}": i + 1 for i in range(3)}
-    admin = source_cluster.admin()
-    for future in admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()]).values():
-        future.result(30)
-    client = {"bootstrap.servers": source_cluster.bootstrap}
-    python = ClusterAdmin(ClusterSpec(alias="A", client=client))
-    java = JvmAdmin(spark, client)
-    try:
-        wait_for(lambda: all(python.topic_partitions().get(t) == n for t, n in topics.items()),
-                 30, "the topics listed")
-        # the same topics, internal ones included (neither client's list is asked to leave them
-        # out), with the same counts; the cluster's other tests may create topics meanwhile
-        listed, expected = java.topic_partitions(), python.topic_partitions()
-        assert {t: listed[t] for t in topics} == topics
-        assert "__consumer_offsets" in listed or "__consumer_offsets" not in expected
-        assert {t: n for t, n in listed.items() if t in expected} == {
-            t: n for t, n in expected.items() if t in listed}
-    finally:
-        java.close()

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -154,10 +154,6 @@ def plan_topics(
     return plans
 
 
-class TopicLister(Protocol):
-    def topic_partitions(self, timeout: float = 30.0) -> dict[str, int]: ...
-
-
 class TopicSync:
     """Keeps a flow's destination topics in line with its source topics."""
 
@@ -175,24 +171,14 @@ class TopicSync:
         # target topic configured since at the next plan
         self._configs: dict[str, dict[str, TopicConfigs]] = {"source": {}, "target": {}}
         self._configs_due = 0.0
-        # where the clusters' topics are listed: ``source`` and ``target`` until the flow gives
-        # the Java clients of the Spark driver (:meth:`list_with`)
-        self._listers: tuple[TopicLister, TopicLister] = (source, target)
-
-    def list_with(self, source: TopicLister | None, target: TopicLister | None) -> None:
-        """The clusters' topics listed by ``source`` and ``target`` from now on (None: as
-        before): one py4j call each to Kafka's Java client, where librdkafka's Python client
-        makes an object of every partition and replica (at 2,000 partitions listed every 5 s,
-        the largest share of an idle mirror's control-plane CPU)."""
-        self._listers = (source or self._listers[0], target or self._listers[1])
 
     def _changed(self, kind: str, count: int) -> None:
         if self.changed is not None and count > 0:
             self.changed(kind, count)
 
     def plan(self, created: Collection[str] = ()) -> list[TopicPlan]:
-        source_parts = self._listers[0].topic_partitions()
-        target_parts = self._listers[1].topic_partitions()
+        source_parts = self.source.topic_partitions()
+        target_parts = self.target.topic_partitions()
         selected = [t for t in source_parts if self.flow.should_mirror(t)]
         existing = [
             self.flow.target_topic(t) for t in selected if self.flow.target_topic(t) in target_parts

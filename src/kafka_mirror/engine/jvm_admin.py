@@ -42,16 +42,6 @@ class JvmAdmin:
         self._timeout_ms = int(timeout * 1000)
         self._admin = self._jvm.org.apache.kafka.clients.admin.Admin.create(self._props)
         self._topic_ids = JvmStatics(self._jvm, "io.kafkamirror.TopicIds")
-        self._partition_counts = JvmStatics(self._jvm, "io.kafkamirror.PartitionCounts")
-
-    def topic_partitions(self, timeout: float = 30.0) -> dict[str, int]:
-        """Every topic of the cluster with its partition count (as
-        :meth:`kafka_mirror.kafka.admin.ClusterAdmin.topic_partitions` reads them), in one py4j
-        call (``io.kafkamirror.PartitionCounts``): librdkafka's Python client builds an object
-        per partition and replica of the cluster's metadata."""
-        text = str(self._partition_counts.call("read", self._admin, int(timeout * 1000)))
-        return {name: int(count) for name, count in
-                (item.rsplit("=", 1) for item in text.split(",") if item)}
 
     def topic_ids(self, topics: list[str], timeout: float = 30.0) -> dict[str, str] | None:
         """The ID of each of ``topics`` that exists, written as librdkafka's client writes it

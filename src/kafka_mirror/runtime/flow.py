@@ -509,10 +509,8 @@ class FlowRunner:
             self.last_writer = writer
             self.realtime.new_run()
             epochs = self._unclean(spark).reader
-            if isinstance(epochs, JvmLeaderEpochs):
-                if self.flow.realtime:
-                    self.realtime.read_ends_with(epochs)
-                self.topics.list_with(epochs, self.target_offsets)
+            if self.flow.realtime and isinstance(epochs, JvmLeaderEpochs):
+                self.realtime.read_ends_with(epochs)
             self.started_largest_batch = self.largest_batch
             gated = self.lease is not None and self.gate.attach(spark)
             self.query = start_query(spark, self.flow, assignment, start, checkpoint, writer,

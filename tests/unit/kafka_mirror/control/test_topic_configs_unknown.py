@@ -128,32 +128,3 @@ def test_a_source_topic_not_described_yet_is_planned_at_the_next_refresh(
     again = sync.plan()
     assert [p.source_topic for p in again] == ["new", "old"]
     assert next(p for p in again if p.source_topic == "new").configs == {"retention.ms": "1000"}
-
-
-class _Lister:
-    def __init__(self, partitions: dict[str, int]) -> None:
-        self.partitions = partitions
-        self.calls = 0
-
-    def topic_partitions(self, timeout: float = 30.0) -> dict[str, int]:
-        self.calls += 1
-        return dict(self.partitions)
-
-
-def test_topics_are_listed_by_the_clients_given_once_the_flow_has_them() -> None:
-    source = _Client({"old": 1}, {})
-    target = _Client({"A.old": 1}, {})
-    sync = TopicSync(make_flow(), cast(ClusterAdmin, _Admin(source, "A")),
-                     cast(ClusterAdmin, _Admin(target, "B")))
-    assert [(p.source_topic, p.action) for p in sync.plan()] == [("old", "unchanged")]
-    # the Java clients list a topic librdkafka's do not know of yet; configs still come from
-    # the admin clients; a cluster without a lister given keeps its own
-    java_source = _Lister({"old": 1, "new": 3})
-    sync.list_with(java_source, None)
-    plans = {p.source_topic: p for p in sync.plan()}
-    assert plans["new"].action == "create" and plans["new"].partitions == 3
-    assert plans["old"].action == "unchanged" and java_source.calls == 1
-    java_target = _Lister({"A.old": 1, "A.new": 3})
-    sync.list_with(None, java_target)
-    plans = {p.source_topic: p for p in sync.plan()}
-    assert plans["new"].action == "unchanged" and java_source.calls == 2 and java_target.calls == 1

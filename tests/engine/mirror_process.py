@@ -270,8 +270,14 @@ def read_with_offsets(cluster: LocalKafkaCluster,
                       topic: str) -> dict[int, list[tuple[int, Record]]]:
     """Every committed record of ``topic`` with its offset, per partition, in offset order
     (transaction markers and aborted records are not records); fails when a partition is not
-    read to its end offset within 120 s."""
+    read to its end offset within 120 s. A topic listed whose end offsets cannot be read yet (a
+    leader moving after a node restarted) is asked again within that time, not read as a topic of
+    no partitions."""
+    deadline = time.monotonic() + 120
     ends = end_offsets(cluster, topic)
+    while not ends and _listed(cluster, topic) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the interval between two asks of the brokers
+        ends = end_offsets(cluster, topic)
     consumer = Consumer(cluster.client_config(**{
         "group.id": "reader", "enable.auto.commit": "false",
         "isolation.level": "read_committed", "enable.partition.eof": "true"}))
@@ -279,7 +285,6 @@ def read_with_offsets(cluster: LocalKafkaCluster,
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         remaining = {p for p, end in ends.items() if end > 0}
-        deadline = time.monotonic() + 120
         while remaining and time.monotonic() < deadline:
             for msg in consumer.consume(1000, timeout=1.0):
                 if msg.error():
@@ -294,6 +299,20 @@ def read_with_offsets(cluster: LocalKafkaCluster,
     finally:
         consumer.close()
     return out
+
+
+def _listed(cluster: LocalKafkaCluster, topic: str) -> bool:
+    """Whether the cluster's metadata lists ``topic`` (with or without a leader for each
+    partition)."""
+    consumer = Consumer(cluster.client_config(**{"group.id": "probe"}))
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        return meta is not None and (meta.error is None or
+                                     meta.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART)
+    except KafkaException:
+        return True  # not answered: it may well be there
+    finally:
+        consumer.close()
 
 
 def read_partitions(cluster: LocalKafkaCluster, topic: str) -> dict[int, list[Record]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kafka_mirror_testing.localcluster import LocalKafkaCluster
+from kafka_mirror_testing.waiting import wait_for
 
 CLI = [sys.executable, "-m", "kafka_mirror.cli"]
 # The Spark driver's class data archive, shared by the test mirrors of this machine (each builds
@@ -271,13 +272,15 @@ def read_with_offsets(cluster: LocalKafkaCluster,
     """Every committed record of ``topic`` with its offset, per partition, in offset order
     (transaction markers and aborted records are not records); fails when a partition is not
     read to its end offset within 120 s. A topic listed whose end offsets cannot be read yet (a
-    leader moving after a node restarted) is asked again within that time, not read as a topic of
-    no partitions."""
-    deadline = time.monotonic() + 120
-    ends = end_offsets(cluster, topic)
-    while not ends and _listed(cluster, topic) and time.monotonic() < deadline:
-        time.sleep(0.5)  # the interval between two asks of the brokers
+    leader moving after a node restarted) is asked again, not read as a topic of no partitions."""
+    ends: dict[int, int] = {}
+
+    def answered() -> bool:
+        nonlocal ends
         ends = end_offsets(cluster, topic)
+        return bool(ends) or not _listed(cluster, topic)
+
+    wait_for(answered, 120, f"the end offsets of {topic}", interval=0.5)
     consumer = Consumer(cluster.client_config(**{
         "group.id": "reader", "enable.auto.commit": "false",
         "isolation.level": "read_committed", "enable.partition.eof": "true"}))
@@ -285,6 +288,7 @@ def read_with_offsets(cluster: LocalKafkaCluster,
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])
         remaining = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 120
         while remaining and time.monotonic() < deadline:
             for msg in consumer.consume(1000, timeout=1.0):
                 if msg.error():

@@ -197,16 +197,20 @@ class UncleanElections:
         """When a flow starts at ``positions``: the ranges below them lost since it stopped."""
         return self.check_positions(positions, positions)
 
-    def check_positions(self, checked: Positions, current: Positions) -> list[TruncatedRange]:
+    def check_positions(self, checked: Positions, current: Positions,
+                        read: Mapping[Partition, tuple[int, int]] | None = None
+                        ) -> list[TruncatedRange]:
         """The ranges below ``checked`` lost since the epochs kept were read, where every record
         below ``checked`` had been read before then (a start: the positions resumed at; real-time
         mode, every few seconds: the positions acknowledged before the last check). The epochs
-        read now are kept for the partitions of ``current`` (read before now, so the next check
-        may take them as its ``checked``)."""
+        read now (or ``read``: end offsets and epochs the caller read after ``current``, when it
+        holds every partition asked about) are kept for the partitions of ``current`` (read
+        before them, so the next check may take them as its ``checked``)."""
         asked = sorted(set(current) | set(checked))
         if not asked:
             return []
-        latest = self.reader.latest(asked)
+        latest = (dict(read) if read is not None and all(tp in read for tp in asked)
+                  else self.reader.latest(asked))
         changed = {tp: (position, epoch) for tp, position in checked.items()
                    if position > 0 and (epoch := self.epochs.get(tp)) is not None and epoch >= 0
                    and (latest[tp][1] != epoch or latest[tp][0] < position)}

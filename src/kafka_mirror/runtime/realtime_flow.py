@@ -36,8 +36,11 @@ from kafka_mirror.state.kept_positions import KeptPositions
 log = logging.getLogger(__name__)
 # real-time progress: how long the source's offsets may take to answer (the flow's upkeep waits)
 PROGRESS_LOOKUP_SECONDS = 2.0
-# how often a running real-time flow reads the source's leader epochs (one ListOffsets request)
+# how often a running real-time flow checks the source's leader epochs: with the first progress
+# report due then, whose reading of the source's end offsets (one ListOffsets request) holds them
+# too; by itself when no report came within EPOCH_CHECK_WAIT_SECONDS more
 EPOCH_CHECK_SECONDS = 5.0
+EPOCH_CHECK_WAIT_SECONDS = 6.0
 # the progress (the source's end offsets read, then the lag, records and metrics per partition)
 # goes with every drain (about once a second) for up to this many partitions; a flow of more
 # reports it every partitions / this many seconds, at most every PROGRESS_MAX_SECONDS: its cost
@@ -59,6 +62,16 @@ def report_interval(partitions: int) -> float:
 class EndOffsets(Protocol):
     def end_offsets(self, partitions: list[tuple[str, int]], timeout: float = 30.0
                     ) -> dict[tuple[str, int], int]: ...
+
+
+class EndsAndEpochs(EndOffsets, Protocol):
+    def latest(self, partitions: list[tuple[str, int]]
+               ) -> dict[tuple[str, int], tuple[int, int]]: ...
+
+
+# a reading of the source's end offsets and leader epochs for the epoch check: when it was taken,
+# the positions acknowledged before it, per partition (end offset, leader epoch)
+SharedReading = tuple[float, Positions, dict[tuple[str, int], tuple[int, int]]]
 
 
 class RealTimeEnds:
@@ -128,6 +141,10 @@ class RealTimeFlow:
         # the source's end offsets after every drain: ``source`` until the flow gives the Java
         # client of the Spark driver (:meth:`read_ends_with`)
         self.progress_ends: EndOffsets = source
+        # the same client when it reads leader epochs too: the report due with an epoch check
+        # reads both at once (the check takes the reading, :attr:`_shared`)
+        self._epochs: EndsAndEpochs | None = None
+        self._shared: SharedReading | None = None
         # progress after every drain goes to these batch hooks (set by the Mirror)
         self.progress_hooks: Sequence[BatchHook] = ()
         self._drain_lock = threading.Lock()
@@ -140,11 +157,13 @@ class RealTimeFlow:
         self._check_due = 0.0
         self._report_due = 0.0
 
-    def read_ends_with(self, reader: EndOffsets) -> None:
+    def read_ends_with(self, reader: EndsAndEpochs) -> None:
         """The source's end offsets for the progress from ``reader`` from now on: one py4j call
         to Kafka's Java client, where librdkafka's makes a Python future per partition (at 2,000
-        partitions, read every second, most of an idle mirror's CPU)."""
+        partitions, read every second, most of an idle mirror's CPU). The report due when an
+        epoch check is reads the leader epochs with them, for the check."""
         self.progress_ends = reader
+        self._epochs = reader
 
     def new_run(self) -> None:
         """A query run starts: where the last one started partitions is forgotten."""
@@ -156,17 +175,24 @@ class RealTimeFlow:
         the source's log below the positions acknowledged before the last check (see
         :mod:`kafka_mirror.engine.leader_epochs`)."""
         now = time.monotonic()
-        if now < self._check_due:
+        shared, self._shared = self._shared, None
+        if shared is not None and shared[0] + EPOCH_CHECK_SECONDS <= now:
+            shared = None  # a reading of a report long ago (the check did not run since)
+        # with a client that reads epochs for the progress, the check waits for the report due
+        # next (one request for both), unless none came
+        due = self._check_due + (EPOCH_CHECK_WAIT_SECONDS if self._epochs is not None else 0.0)
+        if shared is None and now < due:
             return []
-        self._check_due = now + EPOCH_CHECK_SECONDS
+        self._check_due = (shared[0] if shared is not None else now) + EPOCH_CHECK_SECONDS
         partitions = set(assigned_partitions(assignment))
-        current = {tp: offset for tp, offset in self.acked.positions().items()
-                   if tp in partitions}
+        acked = shared[1] if shared is not None else self.acked.positions()
+        current = {tp: offset for tp, offset in acked.items() if tp in partitions}
         # partitions that left the flow (a topic deleted or deselected) are not asked about: a
         # deleted one fails the whole check, and the positions checked would stay put
         checked = {tp: offset for tp, offset in (self._checked or {}).items()
                    if tp in partitions}
-        lost = unclean.check_positions(checked, current)
+        lost = unclean.check_positions(checked, current,
+                                       None if shared is None else shared[2])
         self._checked = current
         # what the target acknowledged since the last check came from the old leader's log too
         # (the consumer fails on the truncation before it reads the new leader's records there)
@@ -250,7 +276,7 @@ class RealTimeFlow:
             now = time.monotonic()
             if ended is None and now < self._report_due:
                 return
-            latest = self._source_ends(assignment)
+            latest = self._source_ends(assignment, now)
             if latest is None:
                 return
             self._report_due = now + report_interval(len(latest))
@@ -258,13 +284,20 @@ class RealTimeFlow:
                                          duration)
         run_hooks(self.progress_hooks, event)
 
-    def _source_ends(self, assignment: Mapping[str, int]) -> Positions | None:
+    def _source_ends(self, assignment: Mapping[str, int], now: float) -> Positions | None:
         """The source's end offsets of the partitions mirrored now; None when there are none
-        or the source did not answer within :data:`PROGRESS_LOOKUP_SECONDS`."""
+        or the source did not answer within :data:`PROGRESS_LOOKUP_SECONDS`. When an epoch check
+        is due, read with the leader epochs, for the check (after the positions acknowledged
+        so far: every record below them was read before the epochs were)."""
         partitions = assigned_partitions(assignment)
         if not partitions:
             return None
         try:
+            if self._epochs is not None and now >= self._check_due:
+                acked = self.acked.positions()
+                read = self._epochs.latest(partitions)
+                self._shared = (now, acked, read)
+                return {tp: end for tp, (end, _) in read.items()}
             return self.progress_ends.end_offsets(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
         except Exception as exc:
             log.debug("flow %s: source end offsets not read (%s)", self.flow.name, exc)

@@ -113,7 +113,8 @@ def consumer_truncations(error: str, positions: Positions) -> list[TruncatedRang
 
 
 class EpochReader(Protocol):
-    def latest(self, partitions: list[Partition]) -> dict[Partition, tuple[int, int]]: ...
+    def latest(self, partitions: list[Partition], timeout: float | None = None
+               ) -> dict[Partition, tuple[int, int]]: ...
 
     def divergence(self, marks: Mapping[Partition, tuple[int, int]]) -> dict[Partition, int]: ...
 
@@ -127,12 +128,15 @@ class JvmLeaderEpochs(JvmEndOffsets):
         super().__init__(spark, dict(props) | {"client.id": "kafka-mirror-epochs"}, timeout)
         self._epochs = JvmStatics(self._jvm, "io.kafkamirror.LeaderEpochs")
 
-    def latest(self, partitions: list[Partition]) -> dict[Partition, tuple[int, int]]:
-        """Per partition: (end offset, leader epoch; -1 when the broker gives none)."""
+    def latest(self, partitions: list[Partition], timeout: float | None = None
+               ) -> dict[Partition, tuple[int, int]]:
+        """Per partition: (end offset, leader epoch; -1 when the broker gives none), within
+        ``timeout`` seconds (the client's own by default)."""
         if not partitions:
             return {}
+        wait = self._timeout_ms if timeout is None else int(timeout * 1000)
         text = str(self._epochs.call(
-            "latest", self._admin, partition_list(partitions), self._timeout_ms))
+            "latest", self._admin, partition_list(partitions), wait))
         pairs = (item.split(":") for item in text.split(","))
         return {tp: (int(end), int(epoch)) for tp, (end, epoch) in zip(partitions, pairs,
                                                                           strict=True)}

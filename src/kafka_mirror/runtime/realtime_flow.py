@@ -65,7 +65,7 @@ class EndOffsets(Protocol):
 
 
 class EndsAndEpochs(EndOffsets, Protocol):
-    def latest(self, partitions: list[tuple[str, int]]
+    def latest(self, partitions: list[tuple[str, int]], timeout: float | None = None
                ) -> dict[tuple[str, int], tuple[int, int]]: ...
 
 
@@ -295,7 +295,7 @@ class RealTimeFlow:
         try:
             if self._epochs is not None and now >= self._check_due:
                 acked = self.acked.positions()
-                read = self._epochs.latest(partitions)
+                read = self._epochs.latest(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
                 self._shared = (now, acked, read)
                 return {tp: end for tp, (end, _) in read.items()}
             return self.progress_ends.end_offsets(partitions, timeout=PROGRESS_LOOKUP_SECONDS)

@@ -330,8 +330,9 @@ def test_the_report_due_with_an_epoch_check_reads_the_source_once_for_both(
     class Epochs(Source):
         """The driver's client: end offsets alone, or with the leader epochs."""
 
-        def latest(self, partitions: list[Key]) -> dict[Key, tuple[int, int]]:
-            self.calls.append("latest")
+        def latest(self, partitions: list[Key], timeout: float | None = None
+                   ) -> dict[Key, tuple[int, int]]:
+            self.calls.append(f"latest {timeout}")
             return {tp: (self.ends[tp], 3) for tp in partitions}
 
         def divergence(self, marks: Any) -> dict[Key, int]:
@@ -350,11 +351,12 @@ def test_the_report_due_with_an_epoch_check_reads_the_source_once_for_both(
         now[0] = 100.0 + second
         flow.drain(writer, assignment)
         assert flow.check_source(unclean, assignment) == []
-    # reports at 100, 105, 110, 115, 120 s, each with the epochs; no other reading
-    assert client.calls == ["latest"] * 5
+    # reports at 100, 105, 110, 115, 120 s, each with the epochs within the progress's wait of
+    # 2 s (a stop's last drain with the source gone waits no longer); no other reading
+    assert client.calls == ["latest 2.0"] * 5
     assert unclean.epochs.get(("orders", 1999)) == 3
     client.calls.clear()
     now[0] = 126.0  # no report since 120 s (the drains stopped): due at 125, read at 131
     assert flow.check_source(unclean, assignment) == [] and client.calls == []
     now[0] = 131.0
-    assert flow.check_source(unclean, assignment) == [] and client.calls == ["latest"]
+    assert flow.check_source(unclean, assignment) == [] and client.calls == ["latest None"]

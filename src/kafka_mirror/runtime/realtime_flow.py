@@ -139,10 +139,9 @@ class RealTimeFlow:
         self.ends = ends
         self.progress = RealTimeProgress(flow)
         # the source's end offsets after every drain: ``source`` until the flow gives the Java
-        # client of the Spark driver (:meth:`read_ends_with`)
-        self.progress_ends: EndOffsets = source
-        # the same client when it reads leader epochs too: the report due with an epoch check
-        # reads both at once (the check takes the reading, :attr:`_shared`)
+        # client of the Spark driver (:meth:`read_ends_with`), which reads leader epochs too: the
+        # report due with an epoch check reads both at once (the check takes the reading,
+        # :attr:`_shared`)
         self._epochs: EndsAndEpochs | None = None
         self._shared: SharedReading | None = None
         # progress after every drain goes to these batch hooks (set by the Mirror)
@@ -162,7 +161,6 @@ class RealTimeFlow:
         to Kafka's Java client, where librdkafka's makes a Python future per partition (at 2,000
         partitions, read every second, most of an idle mirror's CPU). The report due when an
         epoch check is reads the leader epochs with them, for the check."""
-        self.progress_ends = reader
         self._epochs = reader
 
     def new_run(self) -> None:
@@ -298,7 +296,8 @@ class RealTimeFlow:
                 read = self._epochs.latest(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
                 self._shared = (now, acked, read)
                 return {tp: end for tp, (end, _) in read.items()}
-            return self.progress_ends.end_offsets(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
+            reader: EndOffsets = self._epochs or self.source
+            return reader.end_offsets(partitions, timeout=PROGRESS_LOOKUP_SECONDS)
         except Exception as exc:
             log.debug("flow %s: source end offsets not read (%s)", self.flow.name, exc)
             return None

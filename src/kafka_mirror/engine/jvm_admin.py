@@ -12,6 +12,10 @@ from typing import Any
 
 from kafka_mirror.engine.jvm_statics import JvmStatics
 
+# the longest a client's close waits for its requests under way (a stop with the cluster gone
+# gives it what is left of the stop's budget, down to nothing)
+CLOSE_SECONDS = 5.0
+
 
 def partition_list(partitions: Iterable[tuple[str, int]]) -> str:
     """Partitions as ``io.kafkamirror.PartitionList`` reads them (``topic:partition``,
@@ -61,5 +65,8 @@ class JvmAdmin:
         self._admin.describeCluster().nodes().get(
             self._timeout_ms, self._jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
 
-    def close(self) -> None:
-        self._admin.close(self._jvm.java.time.Duration.ofSeconds(5))
+    def close(self, timeout: float = CLOSE_SECONDS) -> None:
+        """Closes the client, waiting at most ``timeout`` seconds (and never more than
+        :data:`CLOSE_SECONDS`) for requests under way: a stop gives what is left of its budget."""
+        wait = max(0.0, min(timeout, CLOSE_SECONDS))
+        self._admin.close(self._jvm.java.time.Duration.ofMillis(int(wait * 1000)))

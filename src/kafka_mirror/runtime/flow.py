@@ -491,10 +491,10 @@ class FlowRunner:
                                             skip_lost=not self.flow.fail_on_data_loss)
         return self.unclean
 
-    def close_unclean(self) -> None:
-        """The check's source clients, once opened (teardown)."""
+    def close_unclean(self, timeout: float) -> None:
+        """The check's source clients, once opened (teardown, within ``timeout`` seconds)."""
         if self.unclean is not None and isinstance(self.unclean.reader, JvmLeaderEpochs):
-            self.unclean.reader.close()
+            self.unclean.reader.close(timeout)
 
     def _start_query(self, spark: Any, assignment: dict[str, int], start: str,
                      checkpoint: Path, groups: int | None, recount: bool = True,

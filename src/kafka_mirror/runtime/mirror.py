@@ -164,9 +164,10 @@ class Mirror:
             if runner.offset_syncs is not None:
                 teardown.flow_state.add_waiting(f"{flow.name} offset syncs",
                                         runner.offset_syncs.close)
-            teardown.flow_state.add(f"{flow.name} target offsets",
-                                    partial(_close_target_offsets, runner))
-            teardown.flow_state.add(f"{flow.name} source leader epochs", runner.close_unclean)
+            teardown.flow_state.add_waiting(f"{flow.name} target offsets",
+                                            partial(_close_target_offsets, runner))
+            teardown.flow_state.add_waiting(f"{flow.name} source leader epochs",
+                                            runner.close_unclean)
             # once the query stopped: its last positions in Kafka, then the lease (a standby
             # takes the flow over from there at once)
             if runner.kept is not None:
@@ -245,7 +246,8 @@ def _workers(spark: Any, runners: Mapping[str, FlowRunner],
                        restart_window=RESTART_WINDOW_SECONDS)
 
 
-def _close_target_offsets(runner: FlowRunner) -> None:
-    """The target offsets reader of the flow's queries, once one was opened."""
+def _close_target_offsets(runner: FlowRunner, timeout: float) -> None:
+    """The target offsets reader of the flow's queries, once one was opened (within
+    ``timeout`` seconds)."""
     if runner.target_offsets is not None:
-        runner.target_offsets.close()
+        runner.target_offsets.close(timeout)

@@ -166,7 +166,7 @@ class FakeRunner:
     def save_ranges(self) -> None:
         self.log(f"{self.flow.name} ranges saved")
 
-    def close_unclean(self) -> None:
+    def close_unclean(self, timeout: float) -> None:
         """Never opened here (no query started)."""
 
     def sync_topics(self) -> dict[str, int]:

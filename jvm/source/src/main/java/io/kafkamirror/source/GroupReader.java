@@ -28,7 +28,14 @@ import org.slf4j.LoggerFactory;
  */
 final class GroupReader implements SupportsRealTimeRead<InternalRow> {
   private static final Logger LOG = LoggerFactory.getLogger(GroupReader.class);
+  // The longest wait of one consumer poll while a partition has an end (micro-batch): a position
+  // moved past transaction markers, with no record to return, is seen after at most this.
   private static final long POLL_MS = 500L;
+  // ... and while none has (real-time: records and the batch's deadline end a wait sooner, and the
+  // write gate is checked before any record is handed on; a stop interrupts the wait). Every poll
+  // walks all the group's partitions, even one that returns while a fetch is in flight: an idle
+  // reader of 2,000 partitions polling every 500 ms spent 1.46-1.59 CPU s a minute, every 5 s 1.31.
+  private static final long OPEN_POLL_MS = 5_000L;
 
   private final GroupInputPartition input;
   private final ConsumerPool.Lease lease;
@@ -42,6 +49,7 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
   private boolean healthy = true;
   private long progressed = System.currentTimeMillis();
   private boolean closed;
+  private long pollMs = POLL_MS;
 
   GroupReader(GroupInputPartition input) {
     this.input = input;
@@ -93,6 +101,7 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
         active.add(tp);
       }
     }
+    pollMs = until.values().stream().allMatch(end -> end == Long.MAX_VALUE) ? OPEN_POLL_MS : POLL_MS;
     consumer.resume(consumer.assignment());
     Set<TopicPartition> done = new HashSet<>(wanted);
     done.removeAll(active);
@@ -136,7 +145,7 @@ final class GroupReader implements SupportsRealTimeRead<InternalRow> {
         if (now >= deadline) {
           return false;
         }
-        poll(Math.min(POLL_MS, deadline - now));
+        poll(Math.min(pollMs, deadline - now));
         if (buffer.isEmpty() && deadline == Long.MAX_VALUE
             && System.currentTimeMillis() - progressed > input.pollTimeoutMs()) {
           throw new IllegalStateException("Timed out reading " + active + " of the source: no "

@@ -120,5 +120,10 @@ class OffsetSyncWriter:
         if self.written is not None:
             self.written()
 
+    def cut_short(self) -> None:
+        """The process stops: a write waiting for a cluster that does not answer ends now (the
+        syncs stay queued for :meth:`close`); they are not worth the stop's whole budget."""
+        self.writer.cut_short()
+
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         self.writer.close(timeout)

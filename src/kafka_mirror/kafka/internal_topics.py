@@ -18,6 +18,7 @@ waits at most ``timeout`` seconds (30 unless given). Every failure is an
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ __all__ = [
 DEFAULT_TIMEOUT = 30.0
 # how long close() lets records still queued reach the cluster
 CLOSE_TIMEOUT = 10.0
+# a write waits for its records in slices this long, so that a stop can end the wait
+STOP_CHECK_SECONDS = 0.5
 _CREATED_POLL = 0.2  # seconds between metadata checks after creating a topic
 # ListOffsets' timestamps for a partition's first offset and its end
 _EARLIEST, _LATEST = -2, -1
@@ -275,6 +278,7 @@ class InternalTopicWriter:
         timeout: float = DEFAULT_TIMEOUT,
         partition_by_key: bool = False,
         producer_factory: Callable[[dict[str, Any]], Any] = Producer,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``label`` starts error messages (e.g. ``flow f: offset syncs not written to``).
         ``partition_by_key``: records sent without a partition go where Kafka's Java default
@@ -289,6 +293,8 @@ class InternalTopicWriter:
         if partition_by_key:
             conf["partitioner"] = "murmur2_random"  # Java's default partitioner for keys
         self.producer = producer_factory(conf)
+        self._clock = clock
+        self._cut_short = threading.Event()
 
     def _error(self, reason: str) -> InternalTopicError:
         return InternalTopicError(self.label, self.topic, self.cluster.alias, reason)
@@ -380,11 +386,34 @@ class InternalTopicWriter:
         if not count:
             return 0
         wait = self.timeout if timeout is None else timeout
-        undelivered = self.producer.flush(wait)
+        undelivered = self._flush(wait, stoppable=timeout is None)
+        if undelivered and timeout is None and self._cut_short.is_set():
+            raise self._error(f"{undelivered} record(s) not acknowledged when the stop began "
+                              "(left queued for the writer's close)")
         reason = report.reason(undelivered, wait)
         if reason is not None:
             raise self._error(reason)
         return count
+
+    def _flush(self, wait: float, stoppable: bool) -> int:
+        """Waits up to ``wait`` seconds for every queued record, in slices of
+        :data:`STOP_CHECK_SECONDS`, so that a stop (:meth:`cut_short`) ends a ``stoppable``
+        wait; the records not acknowledged by then."""
+        deadline = self._clock() + wait
+        undelivered = self.producer.flush(min(wait, STOP_CHECK_SECONDS))
+        while undelivered and not (stoppable and self._cut_short.is_set()):
+            left = deadline - self._clock()
+            if left <= 0:
+                break
+            undelivered = self.producer.flush(min(left, STOP_CHECK_SECONDS))
+        return int(undelivered)
+
+    def cut_short(self) -> None:
+        """A stop began: a write waiting for the cluster for the writer's own timeout ends
+        within :data:`STOP_CHECK_SECONDS` (an error; its records stay queued), and so does every
+        later one; a write given its timeout by the caller (a closer, with what is left of the
+        stop's budget) and :meth:`close` wait as long as they are given."""
+        self._cut_short.set()
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Let queued records reach the cluster (at most ``timeout`` seconds)."""

@@ -189,6 +189,7 @@ class Mirror:
             for runner in runners.values():
                 runner.closing = True
                 runner.begin_stop()
+                runner.cut_writes_short()
         teardown.flows.add("flows", begin)
         # an upkeep under way may wait on a cluster (its metadata, the lease): within the
         # stop's budget, which was its own bound of 2 x the grace

@@ -89,6 +89,7 @@ class KeptPositions:
         # the newest pair per partition not written yet, and the topic IDs they belong to
         self._pending: dict[Key, tuple[int, int, str | None]] = {}
         self._last_write = float("-inf")
+        self._cut = False
 
     def keep(self, pairs: Mapping[Key, tuple[int, int]], topic_ids: Mapping[str, str]) -> int:
         """Remember ``(source position, target end)`` per partition; written (flushed) when the
@@ -101,6 +102,15 @@ class KeptPositions:
             if not self._pending or self._clock() - self._last_write < self.interval:
                 return 0
             return self._write_pending()
+
+    def cut_short(self) -> None:
+        """The process stops: a write of the drains waiting for a cluster that does not answer
+        ends now, and later ones do not wait (what they did not write stays pending for
+        :meth:`close`, which waits what it is given)."""
+        self._cut = True
+        writer = self._writer
+        if writer is not None:
+            writer.cut_short()
 
     def flush(self) -> int:
         """Write what is pending now (a clean stop)."""
@@ -129,6 +139,8 @@ class KeptPositions:
                 self.target, self.topic, label="positions not kept in", timeout=self.timeout,
                 partition_by_key=True)
             writer.ensure_topic(self.admin, self.replication_factor, self.partitions)
+            if self._cut:
+                writer.cut_short()
             self._writer = writer
         return self._writer
 

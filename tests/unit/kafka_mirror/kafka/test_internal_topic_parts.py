@@ -14,6 +14,7 @@ from kafka_mirror.config.model import ClusterSpec
 from kafka_mirror.errors import MirrorError
 from kafka_mirror.kafka.internal_topics import (
     CONSUME_SECONDS,
+    STOP_CHECK_SECONDS,
     DeliveryReport,
     EndTracker,
     InternalTopicError,
@@ -32,6 +33,8 @@ class FakeProducer:
     def __init__(self, conf: dict[str, Any], outcomes: list[KafkaError | None] | None = None,
                  stuck: int = 0, full: int = 0) -> None:
         self.conf = conf
+        self.now = 0.0  # the writer's clock: a flush that leaves records waits its whole timeout
+        self.during_flush: Callable[[], None] | None = None
         self.outcomes = outcomes or []
         self.stuck = stuck
         self.full = full
@@ -58,6 +61,10 @@ class FakeProducer:
 
     def flush(self, timeout: float) -> int:
         self.flushes.append(timeout)
+        if self.stuck:
+            self.now += timeout
+            if self.during_flush is not None:
+                self.during_flush()
         for index, (_topic, kwargs) in enumerate(self.queued):
             outcome = self.outcomes[index] if index < len(self.outcomes) else None
             callback: Callable[[Any, Any], None] | None = kwargs.get("on_delivery")
@@ -76,7 +83,7 @@ def _writer(**fake: Any) -> tuple[InternalTopicWriter, list[FakeProducer]]:
 
     writer = InternalTopicWriter(CLUSTER, "mm2-offset-syncs.B.internal",
                                  label="flow f: offset syncs not written to",
-                                 producer_factory=factory)
+                                 producer_factory=factory, clock=lambda: made[0].now)
     return writer, made
 
 
@@ -144,9 +151,9 @@ def test_write_sends_every_record_and_flushes_with_the_timeout() -> None:
     assert writer.write([(b"k1", b"v1"), (b"k2", None)], partition=0) == 2
     producer = made[0]
     assert producer.polls == 2  # waited twice for room in the queue
-    assert producer.flushes == [30.0]
+    assert producer.flushes == [STOP_CHECK_SECONDS]  # acknowledged within the first slice
     assert writer.write([]) == 0
-    assert producer.flushes == [30.0]  # nothing to wait for
+    assert producer.flushes == [STOP_CHECK_SECONDS]  # nothing to wait for
 
 
 def test_write_passes_partition_and_tombstones() -> None:
@@ -180,9 +187,35 @@ def test_write_failure_is_one_error_naming_topic_and_cluster() -> None:
 
 
 def test_write_timeout_is_an_error() -> None:
-    writer, _ = _writer(stuck=1)
+    writer, made = _writer(stuck=1)
     with pytest.raises(InternalTopicError, match=r"1 record\(s\) not acknowledged within 30s"):
         writer.write([(b"a", b"1")])
+    assert sum(made[0].flushes) == pytest.approx(30.0)  # the whole timeout, in slices
+    assert max(made[0].flushes) == STOP_CHECK_SECONDS
+
+
+def test_a_stop_cuts_a_waiting_write_short_and_every_later_one() -> None:
+    # a stop with the cluster gone: the flow's upkeep, waiting 30 s on its offset syncs, held
+    # the whole stop's budget (the records stay queued: the writer's close flushes them)
+    writer, made = _writer(stuck=1)
+    producer = made[0]
+    producer.during_flush = lambda: writer.cut_short() if producer.now >= 2.0 else None
+    with pytest.raises(InternalTopicError, match=r"^flow f: offset syncs not written to "
+                                                 r"mm2-offset-syncs.B.internal on cluster 'B': "
+                                                 r"1 record\(s\) not acknowledged when the stop "
+                                                 r"began \(left queued for the writer's close\)"):
+        writer.write([(b"a", b"1")])
+    assert producer.now == pytest.approx(2.0)
+    producer.flushes.clear()
+    with pytest.raises(InternalTopicError, match="when the stop began"):
+        writer.write([(b"b", b"2")])
+    assert producer.flushes == [STOP_CHECK_SECONDS]
+    producer.flushes.clear()
+    with pytest.raises(InternalTopicError, match=r"not acknowledged within 4s"):
+        writer.write([(b"c", b"3")], timeout=4.0)  # a closer's, with what is left of the budget
+    assert sum(producer.flushes) == pytest.approx(4.0)
+    producer.stuck = 0
+    assert writer.write([(b"d", b"4")]) == 1  # a cluster that answers still takes records
 
 
 class TopicsAdmin:

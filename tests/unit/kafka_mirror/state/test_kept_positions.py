@@ -24,6 +24,10 @@ class FakeWriter:
         self.fail = fail
         self.ensured: list[tuple[int, int]] = []
         self.waits: list[tuple[str, float | None]] = []
+        self.cut = False
+
+    def cut_short(self) -> None:
+        self.cut = True
 
     def ensure_topic(self, admin: Any, replication_factor: int, partitions: int) -> int:
         self.ensured.append((replication_factor, partitions))
@@ -183,3 +187,20 @@ def test_the_topic_is_created_with_the_flow_s_layout() -> None:
             interval_ms=0, writer_factory=writer, **layout)  # type: ignore[arg-type]
         kept.keep({("t", 0): (1, 1)}, {})
         assert ensured.pop() == expected
+
+
+def test_a_stop_cuts_the_drains_writes_short_and_the_close_still_writes() -> None:
+    # the writer made after the stop began is cut short too; the close's write is given its
+    # timeout (the writer waits a given timeout whole: kafka_mirror.kafka.internal_topics)
+    for opened_before in (True, False):
+        kept = _kept([], Clock())
+        if opened_before:
+            kept.keep({("t", 0): (10, 110)}, {})
+        kept.cut_short()
+        kept.keep({("t", 0): (11, 111)}, {})
+        kept.keep({("t", 0): (12, 112)}, {})  # pending: within the interval
+        writer = kept._open()
+        assert isinstance(writer, FakeWriter)
+        assert writer.cut
+        kept.close(7.0)
+        assert writer.waits[-2:] == [("write", 7.0), ("close", 7.0)]

@@ -121,8 +121,9 @@ class OffsetSyncWriter:
             self.written()
 
     def cut_short(self) -> None:
-        """The process stops: a write waiting for a cluster that does not answer ends now (the
-        syncs stay queued for :meth:`close`); they are not worth the stop's whole budget."""
+        """The process stops: a write waiting for a cluster that does not answer ends within
+        2 s (the syncs stay queued for :meth:`close`); they are not worth the stop's whole
+        budget."""
         self.writer.cut_short()
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:

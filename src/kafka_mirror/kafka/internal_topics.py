@@ -18,7 +18,6 @@ waits at most ``timeout`` seconds (30 unless given). Every failure is an
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -50,6 +49,9 @@ DEFAULT_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 10.0
 # a write waits for its records in slices this long, so that a stop can end the wait
 STOP_CHECK_SECONDS = 0.5
+# once a stop began, a write of the writer's own timeout waits at most this long from the stop
+# (or from its own start, if later): a cluster that answers acknowledges in milliseconds
+STOP_WAIT_SECONDS = 2.0
 _CREATED_POLL = 0.2  # seconds between metadata checks after creating a topic
 # ListOffsets' timestamps for a partition's first offset and its end
 _EARLIEST, _LATEST = -2, -1
@@ -294,7 +296,7 @@ class InternalTopicWriter:
             conf["partitioner"] = "murmur2_random"  # Java's default partitioner for keys
         self.producer = producer_factory(conf)
         self._clock = clock
-        self._cut_short = threading.Event()
+        self._cut_at: float | None = None  # when a stop began (:meth:`cut_short`)
 
     def _error(self, reason: str) -> InternalTopicError:
         return InternalTopicError(self.label, self.topic, self.cluster.alias, reason)
@@ -386,34 +388,42 @@ class InternalTopicWriter:
         if not count:
             return 0
         wait = self.timeout if timeout is None else timeout
-        undelivered = self._flush(wait, stoppable=timeout is None)
-        if undelivered and timeout is None and self._cut_short.is_set():
-            raise self._error(f"{undelivered} record(s) not acknowledged when the stop began "
-                              "(left queued for the writer's close)")
+        undelivered, cut = self._flush(wait, stoppable=timeout is None)
+        if undelivered and cut:
+            raise self._error(f"{undelivered} record(s) not acknowledged within "
+                              f"{STOP_WAIT_SECONDS:.0f}s of the stop (left queued for the "
+                              "writer's close)")
         reason = report.reason(undelivered, wait)
         if reason is not None:
             raise self._error(reason)
         return count
 
-    def _flush(self, wait: float, stoppable: bool) -> int:
+    def _flush(self, wait: float, stoppable: bool) -> tuple[int, bool]:
         """Waits up to ``wait`` seconds for every queued record, in slices of
-        :data:`STOP_CHECK_SECONDS`, so that a stop (:meth:`cut_short`) ends a ``stoppable``
-        wait; the records not acknowledged by then."""
-        deadline = self._clock() + wait
-        undelivered = self.producer.flush(min(wait, STOP_CHECK_SECONDS))
-        while undelivered and not (stoppable and self._cut_short.is_set()):
-            left = deadline - self._clock()
+        :data:`STOP_CHECK_SECONDS`, a ``stoppable`` wait at most :data:`STOP_WAIT_SECONDS`
+        past a stop (:meth:`cut_short`); the records not acknowledged by then, and whether the
+        stop ended the wait."""
+        started = self._clock()
+        deadline = started + wait
+        undelivered = int(self.producer.flush(min(wait, STOP_CHECK_SECONDS)))
+        while undelivered:
+            end, cut = deadline, False
+            if stoppable and self._cut_at is not None:
+                stop_end = max(self._cut_at, started) + STOP_WAIT_SECONDS
+                end, cut = min(deadline, stop_end), stop_end < deadline
+            left = end - self._clock()
             if left <= 0:
-                break
-            undelivered = self.producer.flush(min(left, STOP_CHECK_SECONDS))
-        return int(undelivered)
+                return undelivered, cut
+            undelivered = int(self.producer.flush(min(left, STOP_CHECK_SECONDS)))
+        return 0, False
 
     def cut_short(self) -> None:
-        """A stop began: a write waiting for the cluster for the writer's own timeout ends
-        within :data:`STOP_CHECK_SECONDS` (an error; its records stay queued), and so does every
-        later one; a write given its timeout by the caller (a closer, with what is left of the
-        stop's budget) and :meth:`close` wait as long as they are given."""
-        self._cut_short.set()
+        """A stop began: a write waiting for the cluster for the writer's own timeout waits at
+        most :data:`STOP_WAIT_SECONDS` more (then an error; its records stay queued), and so
+        does every later one; a write given its timeout by the caller (a closer, with what is
+        left of the stop's budget) and :meth:`close` wait as long as they are given."""
+        if self._cut_at is None:
+            self._cut_at = self._clock()
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
         """Let queued records reach the cluster (at most ``timeout`` seconds)."""

@@ -773,9 +773,9 @@ class FlowRunner:
 
     def cut_writes_short(self) -> None:
         """The process stops: the drains' writes of offset syncs and positions waiting on a
-        cluster that does not answer end now, and later ones do not wait (the upkeep's drain,
-        waiting 30 s on them, held the whole stop's budget). Their closers wait what is left
-        of it."""
+        cluster that does not answer end within 2 s, and later ones wait no longer (the
+        upkeep's drain, waiting 30 s on them, held the whole stop's budget). Their closers wait
+        what is left of it."""
         if self.offset_syncs is not None:
             self.offset_syncs.cut_short()
         if self.kept is not None:

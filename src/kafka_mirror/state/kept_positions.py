@@ -105,7 +105,7 @@ class KeptPositions:
 
     def cut_short(self) -> None:
         """The process stops: a write of the drains waiting for a cluster that does not answer
-        ends now, and later ones do not wait (what they did not write stays pending for
+        ends within 2 s, and later ones wait no longer (what they did not write stays pending for
         :meth:`close`, which waits what it is given)."""
         self._cut = True
         writer = self._writer

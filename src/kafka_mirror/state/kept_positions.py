@@ -139,9 +139,11 @@ class KeptPositions:
                 self.target, self.topic, label="positions not kept in", timeout=self.timeout,
                 partition_by_key=True)
             writer.ensure_topic(self.admin, self.replication_factor, self.partitions)
+            # set before _cut is read, as cut_short sets _cut before it reads _writer: a stop
+            # under way while the writer is made reaches it either way
+            self._writer = writer
             if self._cut:
                 writer.cut_short()
-            self._writer = writer
         return self._writer
 
     def read(self) -> dict[Key, KeptPosition]:

@@ -56,6 +56,7 @@ class AckedPositions:
                                    for e in entries},
             "resuming at the last committed batch") or {}
         self._rows = EncodedRows()
+        self._unsaved = False  # moved since the last save that succeeded
         for key in self._positions:
             self._encode(key)
 
@@ -69,9 +70,13 @@ class AckedPositions:
             for copy in event.copies:
                 key = (copy.topic, copy.partition)
                 ends[key] = max(copy.copied.source_end, ends.get(key, -1))
-            changed = self._advance(ends)
+            self._move(ends)
+            # raises while the disk refuses (a full state disk): made again at the next drain,
+            # and the lag group told then (it was told only with a save of a move, and positions
+            # that moved during the outage were never reported once space was freed)
+            saved = self._save_unsaved()
             positions = dict(self._positions)
-        if changed and self.moved is not None:
+        if saved and self.moved is not None:
             self.moved(event.flow, positions)
 
     def seed(self, start: Positions) -> None:
@@ -81,14 +86,27 @@ class AckedPositions:
 
     def _advance(self, offsets: Positions) -> bool:
         """Moves partitions forward (never back) and saves when one moved; True then."""
+        moved = self._move(offsets)
+        self._save_unsaved()
+        return moved
+
+    def _move(self, offsets: Positions) -> bool:
+        """Moves partitions forward (never back), to be saved; True when one moved."""
         moved = {key: offset for key, offset in offsets.items()
                  if offset > self._positions.get(key, -1)}
         self._positions.update(moved)
         for key in moved:
             self._encode(key)
-        if moved:
-            self._save()
+        self._unsaved |= bool(moved)
         return bool(moved)
+
+    def _save_unsaved(self) -> bool:
+        """Saves what moved since the last save; True when it did."""
+        if not self._unsaved:
+            return False
+        self._save()
+        self._unsaved = False
+        return True
 
     def resume(self, known: Positions | None) -> Positions | None:
         """``known`` (the last committed batch's positions), each partition moved on to the
@@ -121,6 +139,7 @@ class AckedPositions:
         with self._lock:
             self._positions.clear()
             self._rows.clear()
+            self._unsaved = False
             self.path.unlink(missing_ok=True)
 
     def _encode(self, key: tuple[str, int]) -> None:

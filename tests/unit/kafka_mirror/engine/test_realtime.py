@@ -198,6 +198,33 @@ def test_acknowledged_positions_move_forward_only_and_survive_a_restart(tmp_path
     assert not path.exists() and AckedPositions(path).positions() == {}
 
 
+def test_a_save_the_state_disk_refuses_is_made_at_the_next_drain_and_moves_the_lag_then(
+        tmp_path: Path) -> None:
+    # a full state disk: the positions moved in memory but the save raised, and the lag group,
+    # told with a save of a move, was never told (no later drain moved those partitions again)
+    path = tmp_path / "acked-positions.json"
+    moves: list[Positions] = []
+    acked = AckedPositions(path, lambda flow, positions: moves.append(positions))
+    full = {"on": True}
+    save = acked._save
+
+    def refused() -> None:
+        if full["on"]:
+            raise OSError(28, "No space left on device")
+        save()
+
+    acked._save = refused  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        acked.on_written(_written(("orders", 0, 0, 100)))
+    assert moves == [] and not path.exists()  # the lag group waits for the state
+    full["on"] = False
+    acked.on_written(_written(("orders", 0, 50, 60)))  # moves nothing: the save is made now
+    assert moves == [{("orders", 0): 100}]
+    assert AckedPositions(path).positions() == {("orders", 0): 100}
+    acked.on_written(_written(("orders", 0, 60, 70)))  # nothing moved, nothing unsaved
+    assert len(moves) == 1
+
+
 def test_realtime_producer_lingers_like_kafkas_default_unless_set() -> None:
     assert producer_properties(FLOW)["linger.ms"] == "5"
     assert producer_properties(_flow(""))["linger.ms"] == "5"  # the default mode

@@ -745,11 +745,13 @@ class FlowRunner:
     def failed_attempt(self, exc: Exception, now: float) -> None:
         """A failure a retry may cure: counted, reported, retried with backoff."""
         self.failures += 1
-        self.metrics.failed(self.flow, error_kind(str(exc)), first_line(str(exc)))
+        # a call into the JVM that failed as its Java exception's own line, not py4j's
+        line = reason(exc)
+        self.metrics.failed(self.flow, error_kind(str(exc)), line)
         delay = retry_delay(self.failures)
         self.retry_at = now + delay
-        log.warning("flow %s: %s; retrying in %.0f s (attempt %d)", self.flow.name,
-                    first_line(str(exc)), delay, self.failures)
+        log.warning("flow %s: %s; retrying in %.0f s (attempt %d)", self.flow.name, line,
+                    delay, self.failures)
 
     def phase(self) -> str:
         """starting, running, restarting (a new query under way), retrying (after a failure,

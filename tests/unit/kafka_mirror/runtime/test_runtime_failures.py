@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -18,6 +21,7 @@ from kafka_mirror.runtime.failures import (
     permanent_failure,
     refused_batch,
 )
+from kafka_mirror.runtime.flow import FlowRunner
 
 CONFIG = """clusters = A, B
 A.bootstrap.servers = 127.0.0.1:1
@@ -127,3 +131,25 @@ def test_a_query_error_from_the_batch_function_is_named_by_its_cause() -> None:
     assert query_error_line("An exception was raised by the Python Proxy. Return Message: "
                             "boom\nValueError: bad") == \
         "An exception was raised by the Python Proxy. Return Message: boom"
+
+
+def test_a_retried_failure_of_a_call_into_the_jvm_is_reported_by_its_java_exception(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # py4j's first line names only the call; the line under it says what went wrong
+    told: list[tuple[str, str]] = []
+    metrics = SimpleNamespace(failed=lambda _flow, kind, line: told.append((kind, line)))
+    runner: Any = SimpleNamespace(failures=0, retry_at=0.0, metrics=metrics,
+                                  flow=SimpleNamespace(name="A->B"))
+    error = Exception(
+        "An error occurred while calling z:io.kafkamirror.EndOffsets.read.\n"
+        ": org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node "
+        "assignment. Call: listOffsets\n\tat io.kafkamirror.EndOffsets.read(EndOffsets.java:40)")
+    with caplog.at_level(logging.WARNING, logger="kafka_mirror.runtime.flow"):
+        FlowRunner.failed_attempt(runner, error, 100.0)
+    line = ("org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node "
+            "assignment. Call: listOffsets")
+    assert told == [("unreachable", line)]
+    assert runner.failures == 1 and runner.retry_at > 100.0
+    assert [r.getMessage() for r in caplog.records] == [
+        f"flow A->B: {line}; retrying in 2 s (attempt 1)"]

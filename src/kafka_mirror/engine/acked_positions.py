@@ -82,23 +82,17 @@ class AckedPositions:
     def seed(self, start: Positions) -> None:
         """A run starts at ``start``: partitions move there where they are behind."""
         with self._lock:
-            self._advance(start)
+            self._move(start)
+            self._save_unsaved()
 
-    def _advance(self, offsets: Positions) -> bool:
-        """Moves partitions forward (never back) and saves when one moved; True then."""
-        moved = self._move(offsets)
-        self._save_unsaved()
-        return moved
-
-    def _move(self, offsets: Positions) -> bool:
-        """Moves partitions forward (never back), to be saved; True when one moved."""
+    def _move(self, offsets: Positions) -> None:
+        """Moves partitions forward (never back), to be saved."""
         moved = {key: offset for key, offset in offsets.items()
                  if offset > self._positions.get(key, -1)}
         self._positions.update(moved)
         for key in moved:
             self._encode(key)
         self._unsaved |= bool(moved)
-        return bool(moved)
 
     def _save_unsaved(self) -> bool:
         """Saves what moved since the last save; True when it did."""

@@ -1,6 +1,23 @@
-"""Errors that name their culprit: the file, the key and the value."""
+"""Errors that name their culprit: the file, the key and the value; and the one line that
+reports a failure."""
 
 from __future__ import annotations
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of ``text`` (at most 500 characters), for one-line reports."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0][:500] if lines else text
+
+
+def reason(exc: BaseException) -> str:
+    """One line on why a call failed: its first line, or for a call into the JVM the Java
+    exception's own line rather than py4j's "An error occurred while calling ..." before it;
+    the exception's type when it has no text."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):
+        return lines[1].lstrip(": ")[:500]
+    return lines[0][:500] if lines else type(exc).__name__
 
 
 class MirrorError(Exception):

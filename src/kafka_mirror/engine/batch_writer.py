@@ -22,9 +22,9 @@ from typing import Any, NoReturn, Protocol
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.exactly_once import TargetEnds
-from kafka_mirror.engine.leader_epochs import UncleanElections, reason, skip_notice, stop_reason
+from kafka_mirror.engine.leader_epochs import UncleanElections, skip_notice, stop_reason
 from kafka_mirror.engine.positions import batch_end_positions, batch_start_positions
-from kafka_mirror.errors import MirrorError
+from kafka_mirror.errors import MirrorError, reason
 from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror.state.offset_ranges import CopiedRange
 

@@ -71,15 +71,6 @@ def describe_all(ranges: list[TruncatedRange], limit: int = 20) -> str:
     return text
 
 
-def reason(exc: Exception) -> str:
-    """One line on why a call failed: a Java exception's own line rather than py4j's
-    "An error occurred while calling ..." before it."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):
-        return lines[1].lstrip(": ")[:500]
-    return lines[0][:500] if lines else type(exc).__name__
-
-
 def stop_reason(source: str, ranges: list[TruncatedRange]) -> str:
     """Why a flow stops for good (``mirror.fail.on.data.loss=true``)."""
     return (f"an unclean leader election on cluster '{source}' took committed records out of "

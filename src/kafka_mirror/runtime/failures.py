@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kafka_mirror.config.model import FlowSpec
 from kafka_mirror.engine.positions import batch_end_positions, batch_start_positions
+from kafka_mirror.errors import first_line
 
 # Errors a restart cannot cure: the target refuses a record for good.
 PERMANENT_FAILURES = (
@@ -17,12 +18,6 @@ PERMANENT_FAILURES = (
     "TopicAuthorizationException",
     "CorruptRecordException",
 )
-
-
-def first_line(text: str) -> str:
-    """The first non-blank line of ``text`` (at most 500 characters), for one-line reports."""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[0][:500] if lines else text
 
 
 # a line naming a JVM exception and its message (``Caused by: a.b.CException: ...`` or, in

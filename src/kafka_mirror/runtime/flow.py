@@ -29,7 +29,6 @@ from kafka_mirror.engine.leader_epochs import (
     TruncatedRange,
     UncleanElections,
     consumer_truncations,
-    reason,
     skip_notice,
     stop_reason,
 )
@@ -45,7 +44,7 @@ from kafka_mirror.engine.py4j_connections import close_idle_callback_connections
 from kafka_mirror.engine.quiet_stop import MICRO_BATCH_STOP_NOISE, stop_quietly
 from kafka_mirror.engine.realtime import RealTimeWriter, new_run_key, realtime_groups
 from kafka_mirror.engine.write_gate import WriteGate
-from kafka_mirror.errors import MirrorError
+from kafka_mirror.errors import MirrorError, first_line, reason
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.clients import admin_properties, spark_sink_options
 from kafka_mirror.mm2.offsets_records import mm2_offsets_topic
@@ -54,7 +53,6 @@ from kafka_mirror.runtime.exactly_once_restart import ExactlyOnceRestart, SkipNo
 from kafka_mirror.runtime.failures import (
     error_kind,
     failed_for_good,
-    first_line,
     permanent_failure,
     query_error_line,
 )
@@ -274,7 +272,7 @@ class FlowRunner:
         try:
             ids = reader.topic_ids(topics)
         except Exception as exc:
-            self._ids_read = first_line(str(exc))
+            self._ids_read = reason(exc)
             return {}
         self._ids_read = ids
         if ids is None:
@@ -411,7 +409,7 @@ class FlowRunner:
             except Exception as exc:
                 raise SkipNotKnown(
                     f"what the target already holds of the batch cut short was not determined "
-                    f"({first_line(str(exc))}); not restarting yet") from exc
+                    f"({reason(exc)}); not restarting yet") from exc
             # partitions no batch committed resume where their cut batch left them: records
             # deleted past that were never mirrored either
             fresh = {tp: offset for tp, offset in known.items() if tp not in checked}
@@ -836,6 +834,6 @@ class FlowRunner:
             closed = close_idle_callback_connections(gateway)
         except Exception as exc:
             log.debug("flow %s: py4j callback connections not closed (%s)", self.flow.name,
-                      first_line(str(exc)))
+                      reason(exc))
             return
         log.debug("flow %s: %d idle py4j callback connections closed", self.flow.name, closed)

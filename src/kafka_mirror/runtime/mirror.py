@@ -22,7 +22,7 @@ from kafka_mirror.engine.session import (
     topic_latency_text,
     wait_for_master,
 )
-from kafka_mirror.errors import MirrorError
+from kafka_mirror.errors import MirrorError, first_line
 from kafka_mirror.kafka.admin import ClusterAdmin
 from kafka_mirror.kafka.clients import check_data_path_keys, durability_warnings
 from kafka_mirror.observability.lag import LagCommitter
@@ -36,7 +36,6 @@ from kafka_mirror.observability.server import (
     MirrorStatus,
 )
 from kafka_mirror.runtime.control_plane import ControlPlane
-from kafka_mirror.runtime.failures import first_line
 from kafka_mirror.runtime.flow import FlowRunner
 from kafka_mirror.runtime.flow_workers import FlowWorker, FlowWorkers
 from kafka_mirror.runtime.listener import Listener, spark_listener

@@ -28,8 +28,7 @@ from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.leader_epochs import TruncatedRange, UncleanElections
 from kafka_mirror.engine.positions import Positions
 from kafka_mirror.engine.realtime import RealTimeProgress, RealTimeWriter
-from kafka_mirror.errors import MirrorError
-from kafka_mirror.runtime.failures import first_line
+from kafka_mirror.errors import MirrorError, reason
 from kafka_mirror.runtime.resume import SourceAdmin, assigned_partitions
 from kafka_mirror.state.kept_positions import KeptPositions
 
@@ -113,7 +112,7 @@ class RealTimeEnds:
                 self._failing = True
                 log.warning("flow %s: positions not kept in %s (%s); a restart elsewhere proves "
                             "its start from the last ones kept", self.flow.name,
-                            self.kept.topic, first_line(str(exc)))
+                            self.kept.topic, reason(exc))
             return
         if self._failing:
             self._failing = False
@@ -232,7 +231,7 @@ class RealTimeFlow:
             # target took longer than the read's 30 s): the start is retried with backoff
             raise StartNotRecorded(
                 f"where the run starts was not recorded: end offsets of {len(partitions)} "
-                f"partitions not read ({type(exc).__name__}: {first_line(str(exc))}); "
+                f"partitions not read ({type(exc).__name__}: {reason(exc)}); "
                 "not starting yet") from exc
         if known:
             self.acked.seed(known)

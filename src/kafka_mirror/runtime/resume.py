@@ -16,8 +16,8 @@ from kafka_mirror.engine.acked_positions import AckedPositions
 from kafka_mirror.engine.data_loss import deleted_ranges, describe_all
 from kafka_mirror.engine.exactly_once import TargetEnds
 from kafka_mirror.engine.positions import FlowState, Positions, recreated_topics
+from kafka_mirror.errors import reason
 from kafka_mirror.mm2.offsets_records import mm2_offsets_topic
-from kafka_mirror.runtime.failures import first_line
 from kafka_mirror.state.departed import DEPARTED_FILE, DepartedTopics
 from kafka_mirror.state.kept_positions import KeptPositions
 from kafka_mirror.state.offset_ranges import OffsetRanges, ranges_from_syncs
@@ -223,7 +223,7 @@ class ResumePlanner:
             kept = self._read("kept", self.kept.read)
         except Exception as exc:
             log.warning("flow %s: the positions kept in Kafka were not read (%s); resuming from "
-                        "the state dir alone", self.flow.name, first_line(str(exc)))
+                        "the state dir alone", self.flow.name, reason(exc))
             return known
         ahead: dict[tuple[str, int], tuple[int, int]] = {}
         for (topic, partition), entry in kept.items():
@@ -278,7 +278,7 @@ class ResumePlanner:
         except Exception as exc:
             log.warning("flow %s: offset syncs not read from %s (%s): offset translation "
                         "starts at the positions kept in Kafka", self.flow.name, read.where,
-                        first_line(str(exc)))
+                        reason(exc))
             return
         rebuilt = used = 0
         for (topic, partition), (position, end) in pairs.items():
@@ -335,7 +335,7 @@ class ResumePlanner:
             log_starts = self.source.log_start_offsets(sorted(resume))
         except Exception as exc:  # Spark's own check still applies
             log.warning("flow %s: cannot check for records deleted before they were mirrored: "
-                        "%s", self.flow.name, first_line(str(exc)))
+                        "%s", self.flow.name, reason(exc))
             return None
         gaps = deleted_ranges(resume, log_starts)
         if not gaps:

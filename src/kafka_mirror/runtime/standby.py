@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from kafka_mirror.runtime.failures import first_line
+from kafka_mirror.errors import reason
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,6 @@ class StandbyWarmUp:
 
     def _failed(self, exc: Exception) -> None:
         log.debug("flow %s: standby not prepared (%s); trying again in %.0f s", self._name,
-                  first_line(str(exc)), self._retry_seconds)
+                  reason(exc), self._retry_seconds)
         self._retry_at = self._clock() + self._retry_seconds
         self._begun = False

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, fields
 
-from kafka_mirror.runtime.failures import first_line
+from kafka_mirror.errors import reason
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Stage:
             try:
                 close()
             except Exception as exc:
-                log.warning("%s not closed: %s", what, first_line(str(exc)))
+                log.warning("%s not closed: %s", what, reason(exc))
             took = time.monotonic() - started
             if took >= SLOW_CLOSE_SECONDS:  # a slow stop says where its time went
                 log.info("%s: closed in %.1f s", what, took)

@@ -12,7 +12,6 @@ from kafka_mirror.engine.leader_epochs import (
     NO_DIVERGENCE,
     TruncatedRange,
     UncleanElections,
-    reason,
     stop_reason,
 )
 from kafka_mirror.state.source_epochs import SourceEpochs
@@ -132,13 +131,6 @@ def test_resume_asks_only_about_partitions_whose_epoch_changed(tmp_path: Path) -
     check.check_batch({}, {TP: 100, ("t", 1): 100})
     assert check.check_resume({TP: 100, ("t", 1): 100, ("u", 0): 5}) == []
     assert source.asked == []
-
-
-def test_a_py4j_error_is_reported_by_the_java_exception() -> None:
-    error = RuntimeError("An error occurred while calling z:io.kafkamirror.LeaderEpochs.latest.\n"
-                         ": org.apache.kafka.common.errors.TimeoutException: Timed out\n\tat x")
-    assert reason(error) == "org.apache.kafka.common.errors.TimeoutException: Timed out"
-    assert reason(RuntimeError("plain")) == "plain"
 
 
 def test_running_checks_validate_the_positions_of_the_check_before(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ from kafka_mirror.runtime.failures import (
     error_kind,
     failed_for_good,
     failure_reason,
-    first_line,
     permanent_failure,
     refused_batch,
 )
@@ -53,15 +52,13 @@ def test_permanent_failures_are_those_no_restart_cures() -> None:
     assert permanent_failure("TimeoutException: Expiring 3 record(s)") is None
 
 
-def test_reason_and_first_line() -> None:
+def test_failure_reason() -> None:
     trace = ("org.apache.spark.SparkException: Job aborted\n"
              "  Caused by: org.apache.kafka.common.errors.RecordTooLargeException: too big\n"
              "  at org.apache.kafka...\n")
     assert failure_reason(trace, "RecordTooLargeException") == "RecordTooLargeException: too big"
     assert failure_reason(trace, "CorruptRecordException") == \
         "org.apache.spark.SparkException: Job aborted"
-    assert first_line("\n\n  second\nthird") == "second"
-    assert first_line("x" * 600) == "x" * 500
 
 
 def _offsets(checkpoint: Path, batch: int, positions: dict[str, dict[str, int]]) -> None:

@@ -52,16 +52,23 @@ def test_a_failure_to_close_is_a_warning_and_the_rest_close(
     def broken() -> None:
         raise RuntimeError("broker gone\nat some.java.Frame")
 
+    def broken_in_java() -> None:  # py4j's first line names only the call
+        raise RuntimeError("An error occurred while calling o81.close.\n"
+                           ": org.apache.kafka.common.errors.TimeoutException: Timed out\n"
+                           "\tat org.apache.kafka.Frame")
+
     with caplog.at_level(logging.WARNING), ExitStack() as stack:
         teardown = Teardown.on(stack)
         teardown.emitters.add("A heartbeats", broken)
         teardown.emitters.add("B heartbeats", lambda: closed.append("B heartbeats"))
+        teardown.flow_state.add("A offset syncs", broken_in_java)
         teardown.spark.add("spark", lambda: closed.append("spark"))
     assert closed == ["B heartbeats", "spark"]
-    [record] = caplog.records
-    assert record.levelno == logging.WARNING
-    assert record.getMessage() == "A heartbeats not closed: broker gone"
-    assert record.exc_info is None  # no stack trace
+    assert [r.getMessage() for r in caplog.records] == [
+        "A heartbeats not closed: broker gone",
+        "A offset syncs not closed: org.apache.kafka.common.errors.TimeoutException: Timed out"]
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
+    assert all(r.exc_info is None for r in caplog.records)  # no stack trace
 
 
 class Clock:

@@ -9,7 +9,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from kafka_mirror import __version__
+import kafka_mirror
 from kafka_mirror.config import keys
 from kafka_mirror.config.model import (
     ClusterSpec,
@@ -56,6 +56,20 @@ REFUSED_FLAGS = {
 }
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: argparse's own, with the version looked up only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0,
+                         help=help or "show the program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"kafka-mirror {kafka_mirror.__version__}")  # to stdout, as argparse's does
+        parser.exit()
+
+
 def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--consumer.config", dest="consumer_configs", action="append", required=True,
@@ -85,7 +99,7 @@ def add_legacy_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="BOOL", help="at every (re)start, skip the records a batch cut "
                         "short already wrote to the target (default true)")
     # MirrorMaker 1's --help and --version (Kafka's CommandDefaultOptions)
-    parser.add_argument("--version", action="version", version=f"kafka-mirror {__version__}")
+    parser.add_argument("--version", action=_PrintVersion)
     # Kafka 3.x's kafka.tools.MirrorMaker: deprecated, a no-op there too
     parser.add_argument("--new.consumer", dest="new_consumer", action="store_true",
                         help=argparse.SUPPRESS)

@@ -17,9 +17,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.serialization import pkcs12
-
 from kafka_mirror.errors import ConfigError
 from kafka_mirror.kafka.private_dirs import private_dir
 
@@ -81,6 +78,11 @@ def store_to_pem(
 ) -> PemFiles:
     """Convert ``location`` (a JKS or PKCS12 store) into PEM files; ``role`` is ``trust`` (CA
     certificates) or ``key`` (the client certificate and private key)."""
+    # imported here: about 65 ms that every start would spend before the Spark driver's JVM is
+    # launched, for the stores only TLS with JKS or PKCS12 has
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     key = f"{prefix}.location"
     path = Path(location)
     if not path.is_file():

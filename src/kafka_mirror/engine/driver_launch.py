@@ -11,8 +11,10 @@ A start whose inputs have no record goes that way, and the driver's command line
 environment the scripts gave it are then read from ``/proc/<pid>`` (``cmdline``, ``environ``)
 and kept, one small file per set of inputs. A later start with the same inputs runs that command
 itself and hands PySpark the gateway (:func:`pyspark.java_gateway.launch_gateway` joins a
-running one, as it does under ``spark-submit``). A recorded command that does not start (a JVM
-that exits before its gateway answers) is deleted and the start goes through the scripts.
+running one, as it does under ``spark-submit``). The command starts before PySpark is imported
+(:meth:`DriverLaunch.begin`, :meth:`KeptStart.join`): the import, about 0.1 s, runs while the JVM
+starts. A recorded command that does not start (a JVM that exits before its gateway answers) is
+deleted and the start goes through the scripts.
 
 The inputs: the arguments PySpark passes to ``spark-submit``, the environment variables Spark's
 scripts and launcher read (checked in Spark 4.2's launcher: ``SPARK_*``, ``PYSPARK_*``,
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -35,6 +38,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -76,9 +80,7 @@ class DriverLaunch:
         self._pending: tuple[str, dict[str, str]] | None = None
 
     def _spark_home(self) -> Path:
-        from pyspark.find_spark_home import _find_spark_home
-
-        return Path(_find_spark_home())
+        return Path(pyspark_module("find_spark_home")._find_spark_home())
 
     def usable(self) -> bool:
         """Whether this platform and Spark set-up can start the driver from a record."""
@@ -101,8 +103,6 @@ class DriverLaunch:
 
     def key(self, args: Sequence[str]) -> str:
         """The record's name for these ``spark-submit`` arguments and this environment."""
-        import pyspark
-
         home = self._spark_home()
         conf_dir = Path(os.environ.get("SPARK_CONF_DIR") or home / "conf")
         defaults = conf_dir / "spark-defaults.conf"
@@ -113,7 +113,7 @@ class DriverLaunch:
                     if (k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES) and k != _CONN_INFO},
             "java": shutil.which("java"),
             "spark_home": str(home),
-            "pyspark": pyspark.__version__,
+            "pyspark": pyspark_module("version").__version__,
             "jars": sorted(os.listdir(jars)) if jars.is_dir() else [],
             "spark_defaults": defaults.read_text(encoding="utf-8", errors="replace")
             if defaults.is_file() else None,
@@ -127,6 +127,13 @@ class DriverLaunch:
     def start(self, args: Sequence[str]) -> Any:
         """The driver started from the record for ``args`` and PySpark's gateway to it; None
         when there is no record (or it did not start: then it is deleted)."""
+        started = self.begin(args)
+        return started.join() if started is not None else None
+
+    def begin(self, args: Sequence[str]) -> KeptStart | None:
+        """The driver's JVM started from the record for ``args``, PySpark not imported yet
+        (:meth:`KeptStart.join` joins it); None when there is no record (or it did not start:
+        then it is deleted)."""
         self._pending = None
         if not self.usable():
             return None
@@ -144,16 +151,18 @@ class DriverLaunch:
         if not command or not Path(command[0]).is_file():
             path.unlink(missing_ok=True)
             return None
-        gateway = _start_gateway(command, added, removed)
-        if gateway is None:
-            log.info("Spark driver JVM: the command kept in %s did not start; starting through "
-                     "spark-submit", path)
-            path.unlink(missing_ok=True)
+        info_dir = tempfile.mkdtemp()
+        info = os.path.join(info_dir, "conn-info")
+        env = {k: v for k, v in os.environ.items() if k not in removed}
+        env |= dict(added) | {"SPARK_CONNECT_MODE": "0", _CONN_INFO: info}
+        try:
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env,
+                                    preexec_fn=_ignore_sigint)  # as PySpark does
+        except OSError as exc:
+            shutil.rmtree(info_dir, ignore_errors=True)
+            _not_started(path, exc)
             return None
-        with contextlib.suppress(OSError):
-            os.utime(path)  # the newest records are kept
-        log.debug("Spark driver JVM: started from the command kept in %s", path)
-        return gateway
+        return KeptStart(path, proc, info)
 
     def record(self, pid: int) -> None:
         """After :meth:`start` found no record and PySpark started the driver through
@@ -199,25 +208,49 @@ class DriverLaunch:
             old.unlink(missing_ok=True)
 
 
-def _start_gateway(command: list[str], added: Mapping[str, str], removed: Sequence[str]
-                   ) -> Any:
-    """The driver's JVM run as PySpark runs ``spark-submit`` (stdin a pipe, whose end stops
-    it; SIGINT ignored), joined through PySpark once its gateway answers; None when it does not
-    run, exits first or cannot be joined (then it is stopped)."""
-    from pyspark import java_gateway, serializers
+class KeptStart:
+    """A driver's JVM started from a kept command (``proc``), until PySpark joins its gateway
+    once the JVM has written ``info``, the connection file."""
 
-    # PySpark's own reading of the connection file and joining of a running gateway (untyped)
-    pyspark_gateway: Any = java_gateway
-    pyspark_serializers: Any = serializers
-    info_dir = tempfile.mkdtemp()
-    proc: subprocess.Popen[bytes] | None = None
+    def __init__(self, path: Path, proc: subprocess.Popen[bytes], info: str) -> None:
+        self.path = path
+        self.proc = proc
+        self.info = info
+
+    def join(self) -> Any:
+        """PySpark's gateway to the driver; None when the JVM exits first or cannot be joined
+        (then it is stopped, and the record deleted)."""
+        gateway = None
+        try:
+            gateway = _join_gateway(self.proc, self.info)
+        finally:
+            shutil.rmtree(os.path.dirname(self.info), ignore_errors=True)
+        if gateway is None:
+            _not_started(self.path, None)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(self.path)  # the newest records are kept
+        log.debug("Spark driver JVM: started from the command kept in %s", self.path)
+        return gateway
+
+
+def _not_started(path: Path, exc: OSError | None) -> None:
+    log.info("Spark driver JVM: the command kept in %s did not start%s; starting through "
+             "spark-submit", path, f" ({exc})" if exc is not None else "")
+    path.unlink(missing_ok=True)
+
+
+def _join_gateway(proc: subprocess.Popen[bytes], info: str) -> Any:
+    """PySpark's gateway to the JVM ``proc`` once it has written its connection file ``info``
+    (read and joined as PySpark does under ``spark-submit``); None when it exits first or
+    cannot be joined (then it is stopped)."""
     given = {name: os.environ.get(name) for name in _GATEWAY_ENV}
     try:
-        info = os.path.join(info_dir, "conn-info")
-        env = {k: v for k, v in os.environ.items() if k not in removed}
-        env |= dict(added) | {"SPARK_CONNECT_MODE": "0", _CONN_INFO: info}
-        proc = subprocess.Popen(command, stdin=subprocess.PIPE, env=env,
-                                preexec_fn=_ignore_sigint)  # as PySpark does
+        from pyspark import java_gateway, serializers
+
+        # PySpark's own reading of the connection file and joining of a running gateway
+        pyspark_gateway: Any = java_gateway
+        pyspark_serializers: Any = serializers
         while proc.poll() is None and not os.path.isfile(info):
             time.sleep(POLL_SECONDS)
         if not os.path.isfile(info):
@@ -232,12 +265,11 @@ def _start_gateway(command: list[str], added: Mapping[str, str], removed: Sequen
         gateway = pyspark_gateway.launch_gateway()
     except Exception as exc:
         log.debug("Spark driver JVM: the kept command did not start (%s)", exc)
-        if proc is not None and proc.poll() is None:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
         return None
     finally:
-        shutil.rmtree(info_dir, ignore_errors=True)
         for name, value in given.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -245,6 +277,26 @@ def _start_gateway(command: list[str], added: Mapping[str, str], removed: Sequen
                 os.environ[name] = value
     gateway.proc = proc  # PySpark keeps its own launch's process there too
     return gateway
+
+
+def pyspark_module(name: str) -> Any:
+    """PySpark's module ``pyspark.<name>``, loaded on its own when the package is not imported
+    yet (``find_spark_home`` and ``version`` use the standard library only): importing
+    ``pyspark`` takes about 0.1 s, which a start from a kept command spends while the driver's
+    JVM starts rather than before it."""
+    loaded = sys.modules.get(f"pyspark.{name}")
+    if loaded is not None:
+        return loaded
+    package = importlib.util.find_spec("pyspark")  # found, not imported
+    if package is None or not package.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
+    location = Path(next(iter(package.submodule_search_locations))) / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"kafka_mirror_pyspark_{name}", location)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"No module named 'pyspark.{name}'", name=f"pyspark.{name}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _ignore_sigint() -> None:

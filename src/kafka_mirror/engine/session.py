@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -224,19 +225,22 @@ def build_session(conf: Mapping[str, str], launch: DriverLaunch | None = None) -
     (from the command ``launch`` kept for the same settings, when it has one; see
     :mod:`kafka_mirror.engine.driver_launch`). A session that cannot start is a
     :class:`SparkUnavailable` naming the master."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
-
     if conf.get("spark.master", "").startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    # no driver JVM in this process yet: this start launches one
-    launching = launch if launch is not None and SparkContext._jvm is None else None
+    # no driver JVM in this process yet: this start launches one, from the command kept for
+    # these settings before PySpark is imported (its import then runs while the JVM starts)
+    launching = launch if launch is not None and not _driver_running() else None
     args = submit_args(conf)
     try:
-        gateway = launching.start(args) if launching is not None else None
+        started = launching.begin(args) if launching is not None else None
+        try:
+            from pyspark import SparkConf, SparkContext
+            from pyspark.sql import SparkSession
+        finally:  # joined (or stopped) whatever the import did
+            gateway = started.join() if started is not None else None
+        builder = SparkSession.builder
+        for key, value in conf.items():
+            builder = builder.config(key, value)
         if gateway is not None:
             # the context the builder would make, on the gateway of the JVM started here
             SparkContext(conf=SparkConf().setAll(list(conf.items())), gateway=gateway)
@@ -255,6 +259,16 @@ def build_session(conf: Mapping[str, str], launch: DriverLaunch | None = None) -
     for name, level in QUIET_LOGGERS.items():
         log4j.core.config.Configurator.setLevel(name, log4j.Level.toLevel(level))
     return session
+
+
+def _driver_running() -> bool:
+    """Whether this process runs a Spark driver's JVM already (PySpark imported, and a context
+    started)."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+
+    return SparkContext._jvm is not None
 
 
 def _record_launch(launch: DriverLaunch, session: Any) -> None:

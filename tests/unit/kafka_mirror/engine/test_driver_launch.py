@@ -7,12 +7,18 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from kafka_mirror.engine.driver_launch import RECORD_SUFFIX, DriverLaunch, submit_args
+from kafka_mirror.engine.driver_launch import (
+    RECORD_SUFFIX,
+    DriverLaunch,
+    pyspark_module,
+    submit_args,
+)
 
 
 @pytest.fixture
@@ -140,3 +146,37 @@ def test_a_kept_command_that_does_not_start_is_deleted(tmp_path: Path, conf_dir:
     assert "PYSPARK_GATEWAY_PORT" not in os.environ
     path.write_text("{torn")
     assert launch.start(args) is None
+
+
+def test_a_kept_command_starts_before_pyspark_is_imported(tmp_path: Path, conf_dir: Path) -> None:
+    """The driver's JVM runs while PySpark is imported (about 0.1 s of a start): naming the
+    record and starting its command import no part of PySpark. In a process of its own, where
+    nothing imported PySpark yet."""
+    directory = tmp_path / "launch"
+    program = f"""
+import sys
+from pathlib import Path
+from kafka_mirror.engine.driver_launch import RECORD_SUFFIX, DriverLaunch, submit_args
+launch = DriverLaunch(Path({str(directory)!r}))
+args = submit_args({{"spark.master": "local[2]"}})
+path = Path({str(directory)!r}) / f"{{launch.key(args)}}{{RECORD_SUFFIX}}"
+path.parent.mkdir()
+path.write_text('{{"command": ["/bin/sh", "-c", "sleep 0.5"], "env": {{}}, "unset": []}}')
+started = launch.begin(args)
+assert started is not None and started.proc.poll() is None, "the kept command did not start"
+assert not any(m == "pyspark" or m.startswith("pyspark.") for m in sys.modules), "imported"
+assert started.join() is None  # it exits without a gateway: the record goes
+assert not path.exists()
+print("ok")
+"""
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         timeout=60, env=dict(os.environ, SPARK_CONF_DIR=str(conf_dir)))
+    assert run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+def test_pyspark_s_own_small_modules_are_the_package_s_once_it_is_imported() -> None:
+    import pyspark
+    import pyspark.find_spark_home
+
+    assert pyspark_module("version").__version__ == pyspark.__version__
+    assert pyspark_module("find_spark_home") is pyspark.find_spark_home

@@ -306,6 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     if ns.smoke:
         _apply_smoke(ns, parser)
+    if ns.km_realtime_setting is not None and not (
+            ns.km_realtime or ns.km_micro_batch or ns.failover):
+        # stops 80 and 81 measured "two groups" that were one: the setting went nowhere
+        parser.error("--km-realtime-setting sets the second kafka-mirror's settings: it needs "
+                     "--km-realtime or --km-micro-batch (or --failover); alone it changes nothing")
     ns.km_second_mode = "micro-batch" if ns.km_micro_batch else "real-time"
     if ns.km_micro_batch:
         ns.km_realtime = True  # the second kafka-mirror, in the other mode

@@ -65,6 +65,22 @@ def test_realtime_settings_are_keys_kafka_mirror_knows() -> None:
         realtime_settings([("mirror.nope", "1")])
 
 
+def test_a_second_kafka_mirror_s_setting_without_the_second_mirror_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Alone, ``--km-realtime-setting`` would change nothing (the second kafka-mirror is not
+    run): refused, naming the option."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from mirror_bench.cli import main
+    finally:
+        sys.path.remove(str(BENCH))
+    with pytest.raises(SystemExit) as refused:
+        main(["--scale", "200x10", "--km-realtime-setting", "mirror.realtime.groups=2"])
+    assert refused.value.code == 2
+    assert "--km-realtime-setting sets the second kafka-mirror's settings" in \
+        capsys.readouterr().err
+
+
 def test_failover_stall_counts_only_while_the_source_is_ahead() -> None:
     """The failover mode's stall (``longest_stall``): time the target stood still while the
     source held records it lacked, from the kill on; a partition the producer left alone is not
